@@ -1,0 +1,95 @@
+"""How long planning takes over the whole catalog, and how it grows with max_nodes.
+
+    python bench/plan_speed.py           # in-process timings (median of repeats)
+    python bench/plan_speed.py --cli     # also the `gpuplan plan` command end to end
+
+Targets (issue 2): < 100 ms per serving plan, < 1 s per training plan at max_nodes 512.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import yaml  # noqa: E402
+
+from planner.catalog import Catalog, bundled  # noqa: E402
+from planner.search import plan_workload  # noqa: E402
+from planner.spec import parse_workloads  # noqa: E402
+
+SERVING_70B = {"name": "serve-70b", "kind": "inference", "model": {"preset": "llama-3.1-70b"},
+               "serving": {"max_context_tokens": 8192, "concurrent_requests": 64, "target_output_tokens_per_s": 2000,
+                           "max_time_to_first_token_ms": 2000, "max_inter_token_latency_ms": 80}}
+TRAINING_405B = {"name": "train-405b", "kind": "training", "model": {"preset": "llama-3.1-405b"},
+                 "training": {"tokens": 1.0e12, "sequence_length": 8192, "global_batch_tokens": 1.6e7,
+                              "deadline_hours": 2160}}
+
+
+def _workload(spec: dict, max_nodes: int):
+    return parse_workloads({"workloads": [{**spec, "constraints": {"max_nodes": max_nodes}}]}, "bench").workloads[0]
+
+
+def _time(fn, repeats: int) -> float:
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def scaled_catalog(base: Catalog, copies: int) -> Catalog:
+    """The bundled catalog with every instance type repeated `copies` times under new names."""
+    types = [t.model_copy(update={"name": f"{t.name}-x{i}" if i else t.name})
+             for i in range(copies) for t in base.instance_types]
+    return base.model_copy(update={"instance_types": types})
+
+
+def main() -> None:
+    catalog = bundled()
+    print(f"catalog: {len(catalog.instance_types)} instance types")
+    print(f"{'workload':<12} {'max_nodes':>9} {'plan (ms)':>10}  chosen")
+    for spec, repeats in ((SERVING_70B, 20), (TRAINING_405B, 3)):
+        for max_nodes in (8, 64, 512):
+            w = _workload(spec, max_nodes)
+            try:
+                chosen = plan_workload(w, catalog).choice
+                label = f"{chosen.instance_type} × {chosen.nodes}"
+            except Exception as exc:  # an infeasible size still costs a full search
+                label = type(exc).__name__
+            seconds = _time(lambda: _try(w, catalog), repeats)
+            print(f"{spec['name']:<12} {max_nodes:>9} {seconds * 1e3:>10.1f}  {label}")
+    print("\ngrowth with catalog size (serve-70b, max_nodes 64):")
+    for copies in (1, 2, 4, 8):
+        big = scaled_catalog(catalog, copies)
+        w = _workload(SERVING_70B, 64)
+        print(f"  {len(big.instance_types):>4} types: {_time(lambda: _try(w, big), 5) * 1e3:8.1f} ms")
+    if "--cli" in sys.argv:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "w.yaml"
+            path.write_text(yaml.safe_dump({"workloads": [SERVING_70B]}))
+            gpuplan = Path(sys.executable).parent / "gpuplan"
+            seconds = _time(lambda: subprocess.run([str(gpuplan), "plan", str(path), "--format", "json"],
+                                                    check=True, capture_output=True), 5)
+            print(f"\n`gpuplan plan` end to end (process start, imports, plan, render): {seconds * 1e3:.0f} ms")
+            probe = subprocess.run([sys.executable, "-c", "import sys, gpuplan.cli, planner.search, planner.report;"
+                                    "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pulumi','boto3','botocore','pulumi_aws')))"],
+                                   capture_output=True, text=True, check=True)
+            print(f"pulumi/boto3 modules imported on the planning path: {probe.stdout.strip()}")
+
+
+def _try(w, catalog):
+    try:
+        plan_workload(w, catalog)
+    except Exception:
+        pass
+
+
+if __name__ == "__main__":
+    main()

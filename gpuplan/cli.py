@@ -1,0 +1,118 @@
+"""The `gpuplan` command. Errors end here: SpecError → exit 2, InfeasibleError → exit 1, each as
+one message without a traceback. The planning path never imports pulumi or boto3."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from planner import InfeasibleError, SpecError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Size GPU and accelerator workloads on AWS, provision them with Pulumi, gate them with policies.")
+catalog_app = typer.Typer(no_args_is_help=True, help="The instance-type catalog: list, show, refresh.")
+app.add_typer(catalog_app, name="catalog")
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
+def fail(message: str, code: int) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def guarded(fn):
+    """Run a command body, turning the domain's errors into exit codes."""
+    try:
+        return fn()
+    except SpecError as exc:
+        fail(str(exc), 2)
+    except InfeasibleError as exc:
+        fail(str(exc), 1)
+
+
+FileArg = typer.Argument(..., help="Workload YAML or Pulumi stack file (Pulumi.<stack>.yaml)")
+CatalogOpt = typer.Option(None, "--catalog", help="Catalog overlay YAML laid over the bundled catalog")
+RegionOpt = typer.Option(None, "--region", help="Override constraints.region for every workload")
+
+
+@app.command()
+def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--workload", help="Plan only this workload"),
+         format: Format = typer.Option(Format.table, "--format", "-f"), catalog: Optional[Path] = CatalogOpt,
+         region: Optional[str] = RegionOpt) -> None:
+    """Plan each workload: instance type, node count, layout, memory, performance and cost."""
+    from planner import plan_file
+    from planner.report import render_json, render_markdown, render_table
+
+    plans = guarded(lambda: plan_file(file, catalog, region, workload))
+    render = {Format.json: render_json, Format.markdown: render_markdown, Format.table: render_table}[format]
+    sys.stdout.write(render(plans))
+
+
+@app.command()
+def models() -> None:
+    """List the bundled model architectures."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from planner.presets import presets
+
+    table = Table("preset", "params", "active", "layers", "hidden", "heads", "kv heads", "context", box=None)
+    for name, arch in presets().items():
+        table.add_row(name, f"{arch.params / 1e9:,.2f}B", f"{arch.params_per_token / 1e9:,.2f}B", str(arch.layers),
+                      str(arch.hidden_size), str(arch.attention_heads), str(arch.kv_heads),
+                      f"{arch.max_context_tokens or 0:,}")
+    Console(width=120).print(table)
+
+
+@catalog_app.command("list")
+def catalog_list(catalog: Optional[Path] = CatalogOpt, region: str = typer.Option("us-east-1", "--region")) -> None:
+    """Instance types with accelerators, memory and prices in a region."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from planner import catalog as catalog_mod
+
+    cat = guarded(lambda: catalog_mod.load(catalog))
+    table = Table("type", "family", "accelerator", "count", "GiB each", "EFA Gbps", "EC2 $/h", "SageMaker $/h", box=None)
+    for t in cat.instance_types:
+        accel = cat.accelerator(t.accelerator)
+        ec2, sm = t.price(region, "ec2"), t.price(region, "sagemaker")
+        table.add_row(t.name, t.family, accel.name, str(t.accelerators_per_node), f"{accel.memory_mib / 1024:.1f}",
+                      f"{t.inter_node_gbps:g}" if t.efa else "-", f"{ec2.on_demand:.4f}" if ec2 and ec2.on_demand else "-",
+                      f"{sm.on_demand:.4f}" if sm and sm.on_demand else "-")
+    Console(width=140).print(table)
+
+
+@catalog_app.command("show")
+def catalog_show(instance_type: str = typer.Argument(...), catalog: Optional[Path] = CatalogOpt) -> None:
+    """Every figure of one instance type and its accelerator, with sources and dates."""
+    import yaml
+
+    from planner import catalog as catalog_mod
+
+    cat = guarded(lambda: catalog_mod.load(catalog))
+    itype = cat.instance(instance_type)
+    if itype is None:
+        import difflib
+
+        close = difflib.get_close_matches(instance_type, [t.name for t in cat.instance_types], n=3)
+        fail(f"unknown instance type {instance_type!r}" + (f"; did you mean {', '.join(close)}?" if close else ""), 2)
+    data = {"instance_type": itype.model_dump(exclude_none=True),
+            "accelerator": cat.accelerator(itype.accelerator).model_dump(exclude_none=True)}
+    for services in data["instance_type"].get("prices", {}).values():
+        for price in services.values():
+            price["source"] = cat.source_text(price["source"])
+    typer.echo(yaml.safe_dump(data, sort_keys=False, width=120))
+
+
+def main() -> None:
+    app()

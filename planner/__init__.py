@@ -1,0 +1,36 @@
+"""gpuplan's pure domain: workload spec → catalog search → plan. No Pulumi, no boto3."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from planner import catalog as catalog_mod
+from planner.errors import InfeasibleError, SpecError
+from planner.plan import Plan, PlanSet
+from planner.search import plan_workload
+from planner.spec import Workload, WorkloadFile, load_workloads
+
+__all__ = ["InfeasibleError", "Plan", "PlanSet", "SpecError", "Workload", "WorkloadFile", "load_workloads",
+           "plan_file", "plan_workloads"]
+
+
+def plan_workloads(spec: WorkloadFile, catalog_path: str | Path | None = None, region: str | None = None,
+                   only: str | None = None) -> PlanSet:
+    """Plan every workload (or the one named `only`); the spec's `catalog:` applies unless overridden."""
+    path = catalog_path or spec.catalog
+    catalog = catalog_mod.load(path)
+    workloads = spec.workloads
+    if only is not None:
+        workloads = [w for w in workloads if w.name == only]
+        if not workloads:
+            raise SpecError(f"no workload named {only!r}; workloads: {', '.join(w.name for w in spec.workloads)}",
+                            path="--workload")
+    if region is not None:
+        workloads = [w.model_copy(update={"constraints": w.constraints.model_copy(update={"region": region})})
+                     for w in workloads]
+    return PlanSet(plans=[plan_workload(w, catalog) for w in workloads], catalog=str(path) if path else "bundled")
+
+
+def plan_file(path: str | Path, catalog_path: str | Path | None = None, region: str | None = None,
+              only: str | None = None) -> PlanSet:
+    return plan_workloads(load_workloads(path), catalog_path, region, only)

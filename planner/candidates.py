@@ -1,0 +1,67 @@
+"""What the searches produce for one instance type: a feasible candidate or the nearest miss."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from planner.catalog import Accelerator, InstanceType
+from planner.cost import HourlyPrice
+from planner.memory import MemoryBreakdown
+from planner.units import GIB
+
+
+@dataclass
+class Miss:
+    """Why a type (or one layout of it) cannot serve; `shortfall` ≥ 1 says how far off it is
+    (required ÷ available), infinity for a rule that no amount of hardware fixes."""
+
+    reason: str
+    shortfall: float = math.inf
+    by_request: bool = False  # excluded by the spec's own filters, so no near miss to report
+    stage: int = 0  # how far the layout got: 0 rules, 1 memory, 2 targets or deadline
+
+    def nearer(self, other: "Miss | None") -> "Miss":
+        """Within one type, the layout that got furthest, then the smallest shortfall, explains it best."""
+        if other is None:
+            return self
+        return self if (-self.stage, self.shortfall) < (-other.stage, other.shortfall) else other
+
+
+@dataclass
+class Candidate:
+    itype: InstanceType
+    accel: Accelerator
+    price: HourlyPrice
+    nodes: int
+    tp: int
+    pp: int
+    dp: int
+    replicas: int
+    memory: MemoryBreakdown
+    usable_bytes: float
+    perf: object  # ServingEstimate | TrainingEstimate
+    usd_per_hour: float
+    objective: float  # what the search minimises: $/h for serving, $/run for training
+    batch_per_replica: int | None = None
+    zero: int | None = None
+    micro_batch: int | None = None
+    microbatches: int | None = None
+    checkpointing: str | None = None
+
+
+def gib(value: float) -> str:
+    return f"{value / GIB:.1f} GiB"
+
+
+def memory_miss(itype: InstanceType, accel: Accelerator, usable: float, required: float, detail: str) -> Miss:
+    return Miss(f"{itype.accelerators_per_node} × {gib(accel.memory_bytes)} ({gib(usable)} usable), "
+                f"needs {gib(required)} per device {detail}", required / usable, stage=1)
+
+
+def tensor_parallel_options(apn: int, heads: int, pinned: int | None) -> list[int]:
+    """TP degrees that divide the node's devices and the attention heads (vLLM and Megatron split
+    heads evenly); a pin is honoured as given."""
+    if pinned is not None:
+        return [pinned] if pinned <= apn else []
+    return [t for t in range(1, apn + 1) if apn % t == 0 and heads % t == 0]

@@ -1,0 +1,180 @@
+"""The accelerator and instance-type catalog: bundled data (data/catalog.yaml), user overlays
+(design.md's overlay format), and price lookup with provenance."""
+
+from __future__ import annotations
+
+import statistics
+from functools import cache, cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from planner.errors import SpecError
+from planner.units import MIB
+
+TFLOPS_KEYS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+
+
+class Supports(BaseModel):
+    fp8: bool = False
+    bf16: bool = True
+    flash_attention: bool = True
+    int4_kernels: bool = False
+    training: bool = True
+
+
+class Accelerator(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    vendor: Literal["nvidia", "aws-neuron", "other"] = "nvidia"
+    memory_mib: float = Field(gt=0)
+    memory_bandwidth_gb_s: float = Field(gt=0)
+    tflops: dict[str, float | None]
+    intra_node_gb_s: float = Field(gt=0)
+    compute_capability: str | None = None
+    neuron_generation: str | None = None
+    neuron_cores: int = 1
+    supports: Supports = Field(default_factory=Supports)
+    source: str = ""
+    source_date: str = ""
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.memory_mib * MIB
+
+    def peak_flops(self, precision: str) -> float | None:
+        """Dense peak FLOP/s at a tensor precision; None where the hardware lacks it."""
+        tflops = self.tflops.get(precision)
+        return None if tflops is None else tflops * 1e12
+
+
+class Price(BaseModel):
+    on_demand: float | None = Field(default=None, ge=0)
+    spot: float | None = Field(default=None, ge=0)
+    reserved_1y: float | None = Field(default=None, ge=0)
+    reserved_3y: float | None = Field(default=None, ge=0)
+    source: str = ""
+    date: str = ""
+    note: str = ""
+
+
+class InstanceType(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    family: str
+    accelerator: str
+    accelerators_per_node: int = Field(gt=0)
+    vcpus: int | None = None
+    memory_gib: float | None = None
+    inter_node_gbps: float = Field(default=0, ge=0)
+    efa: bool = False
+    network_cards: int = 1
+    usd_per_hour: float | None = Field(default=None, ge=0)  # overlay shorthand: on-demand, any region
+    source: str = ""
+    source_date: str = ""
+    prices: dict[str, dict[str, Price]] = Field(default_factory=dict)  # region -> service -> price
+    offered_regions: list[str] | None = None  # set by `catalog refresh`; None: unknown
+
+    def price(self, region: str, service: str) -> Price | None:
+        found = self.prices.get(region, {}).get(service)
+        if found is None and service == "ec2" and self.usd_per_hour is not None:
+            found = Price(on_demand=self.usd_per_hour, source=self.source or "catalog overlay",
+                          date=self.source_date)
+        return found
+
+
+class Catalog(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_: int = Field(default=1, alias="schema")
+    sources: dict[str, str] = Field(default_factory=dict)
+    accelerators: list[Accelerator] = Field(default_factory=list)
+    instance_types: list[InstanceType] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _accelerators_known(self) -> "Catalog":
+        names = {a.name for a in self.accelerators}
+        for itype in self.instance_types:
+            if itype.accelerator not in names:
+                raise ValueError(f"instance type {itype.name}: unknown accelerator {itype.accelerator!r}; "
+                                 f"known: {', '.join(sorted(names))}")
+        return self
+
+    def accelerator(self, name: str) -> Accelerator:
+        return self._accel_index[name]
+
+    def instance(self, name: str) -> InstanceType | None:
+        return self._type_index.get(name.removeprefix("ml."))
+
+    def families(self) -> set[str]:
+        return {t.family for t in self.instance_types}
+
+    def source_text(self, source_id: str) -> str:
+        return self.sources.get(source_id, source_id)
+
+    @cached_property
+    def sagemaker_markup(self) -> tuple[float, int]:
+        """Median ml.*/EC2 on-demand ratio over types priced both ways in one region, and how many
+        pairs it rests on; used, and flagged as an estimate, where a SageMaker price is missing."""
+        ratios = [services["sagemaker"].on_demand / services["ec2"].on_demand
+                  for itype in self.instance_types for services in itype.prices.values()
+                  if "sagemaker" in services and "ec2" in services
+                  and services["sagemaker"].on_demand and services["ec2"].on_demand]
+        return (statistics.median(ratios), len(ratios)) if ratios else (1.0, 0)
+
+    @cached_property
+    def _accel_index(self) -> dict[str, Accelerator]:
+        return {a.name: a for a in self.accelerators}
+
+    @cached_property
+    def _type_index(self) -> dict[str, InstanceType]:
+        return {t.name: t for t in self.instance_types}
+
+
+def _validated(data: object, file: str) -> Catalog:
+    if not isinstance(data, dict):
+        raise SpecError("expected a mapping with instance_types: and/or accelerators:", file=file)
+    try:
+        return Catalog(**data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        path = ".".join(str(p) for p in err["loc"])
+        raise SpecError(err["msg"].removeprefix("Value error, "), path=path, file=file) from None
+
+
+@cache
+def bundled() -> Catalog:
+    text = resources.files("planner.data").joinpath("catalog.yaml").read_text()
+    return _validated(yaml.safe_load(text), "planner/data/catalog.yaml")
+
+
+def with_overlay(base: Catalog, overlay_data: dict, file: str) -> Catalog:
+    """Add or replace instance types and accelerators by name; the result is validated whole."""
+    merged_accels = {a.name: a.model_dump() for a in base.accelerators}
+    for accel in overlay_data.get("accelerators") or []:
+        merged_accels[accel.get("name")] = accel
+    merged_types = {t.name: t.model_dump() for t in base.instance_types}
+    for itype in overlay_data.get("instance_types") or []:
+        if not isinstance(itype, dict):
+            raise SpecError("each instance_types entry must be a mapping", path="instance_types", file=file)
+        merged_types[itype.get("name")] = itype
+    sources = {**base.sources, **(overlay_data.get("sources") or {})}
+    return _validated({"schema": 1, "sources": sources, "accelerators": list(merged_accels.values()),
+                       "instance_types": list(merged_types.values())}, file)
+
+
+def load(path: str | Path | None = None) -> Catalog:
+    """The bundled catalog, with the file at `path` laid over it when given."""
+    if path is None:
+        return bundled()
+    from planner.spec import read_yaml  # one YAML reader with one set of error messages
+
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise SpecError("expected a mapping with instance_types: and/or accelerators:", file=str(path))
+    return with_overlay(bundled(), data, str(path))

@@ -1,0 +1,40 @@
+"""The two ways planning fails, each mapped to an exit code at the CLI edge (design.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SpecError(Exception):
+    """Bad input (exit 2): names the file, the field path and what is allowed."""
+
+    message: str
+    path: str = ""
+    file: str = ""
+
+    def __str__(self) -> str:
+        where = ": ".join(part for part in (self.file, self.path) if part)
+        return f"{where}: {self.message}" if where else self.message
+
+
+@dataclass
+class NearMiss:
+    instance_type: str
+    reason: str
+
+
+@dataclass
+class InfeasibleError(Exception):
+    """No catalog type meets the workload (exit 1); carries the nearest misses to explain why."""
+
+    workload: str
+    summary: str
+    nearest: list[NearMiss] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        lines = [f"workload {self.workload!r}: {self.summary}"]
+        if self.nearest:
+            lines.append("nearest misses:")
+            lines += [f"  {m.instance_type}: {m.reason}" for m in self.nearest]
+        return "\n".join(lines)

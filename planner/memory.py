@@ -1,0 +1,187 @@
+"""Per-device memory: inference (weights, KV cache, workspace, runtime) and training (model states
+under ZeRO, TP and PP; activations per Korthikanti et al.; LoRA and QLoRA). Bytes throughout."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from planner.presets import Architecture
+from planner.units import BYTES_PER_PARAM, GIB, NF4_BYTES_PER_PARAM
+
+# Runtime reserve per device. CUDA context + framework measured at 1,343 MB on one GPU
+# (reference-public.md M-16, HF "Model training anatomy"); engines add CUDA graphs and sampler
+# buffers, and NCCL allocates its channel buffers once a device talks to peers. domain.md asks
+# for 1-3 GiB per GPU; these sum to 1.75 GiB alone and 2.25 GiB with peers.
+CUDA_CONTEXT_BYTES = 1343e6
+ENGINE_BUFFER_BYTES = 0.5 * GIB
+NCCL_BUFFER_BYTES = 0.5 * GIB
+
+# Tokens one forward pass of the engine processes at most (vLLM's chunked-prefill budget,
+# max_num_batched_tokens, is 8,192 on large GPUs); it sizes the transient activation workspace.
+PREFILL_CHUNK_TOKENS = 8192
+ACTIVATION_BYTES = 2  # bf16/fp16 activations
+LOGIT_BYTES = 4  # logits are upcast to fp32 for sampling and for the loss
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    weights: float = 0.0
+    kv_cache: float = 0.0
+    activations: float = 0.0
+    gradients: float = 0.0
+    optimizer: float = 0.0
+    overhead: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.kv_cache + self.activations + self.gradients + self.optimizer + self.overhead
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def runtime_overhead_bytes(devices_per_replica: int) -> float:
+    peers = NCCL_BUFFER_BYTES if devices_per_replica > 1 else 0.0
+    return CUDA_CONTEXT_BYTES + ENGINE_BUFFER_BYTES + peers
+
+
+def weight_bytes(arch: Architecture, precision: str) -> float:
+    """All weights at `precision`; embeddings and LM head stay 16-bit when the rest is quantised
+    (GPTQ/AWQ/bitsandbytes leave them unquantised)."""
+    per_param = BYTES_PER_PARAM[precision]
+    embedding = arch.embedding_params
+    return (arch.params - embedding) * per_param + embedding * max(per_param, 2.0)
+
+
+def kv_bytes_per_token(arch: Architecture, kv_precision: str) -> float:
+    """2 (K and V) × layers × kv_heads × head_dim × bytes (domain.md; reference C2)."""
+    return 2 * arch.layers * arch.kv_heads * arch.head_dim * BYTES_PER_PARAM[kv_precision]
+
+
+def kv_bytes_per_sequence(arch: Architecture, context_tokens: int, kv_precision: str) -> float:
+    """A sequence's whole KV cache; sliding-window layers hold at most the window."""
+    per_layer_token = 2 * arch.kv_heads * arch.head_dim * BYTES_PER_PARAM[kv_precision]
+    windowed = arch.windowed_layers
+    window_tokens = min(context_tokens, arch.sliding_window or context_tokens)
+    return per_layer_token * ((arch.layers - windowed) * context_tokens + windowed * window_tokens)
+
+
+def kv_shard_fraction(arch: Architecture, tp: int) -> float:
+    """Share of the KV heads one TP rank keeps: heads split over ranks, replicated once TP > kv_heads."""
+    return math.ceil(arch.kv_heads / tp) / arch.kv_heads
+
+
+def inference_memory(arch: Architecture, precision: str, kv_precision: str, tp: int, pp: int,
+                     sequences: int, context_tokens: int) -> MemoryBreakdown:
+    """Per-device memory at peak: every one of `sequences` holds `context_tokens` of KV at once."""
+    weights = weight_bytes(arch, precision) / (tp * pp)
+    kv = sequences * kv_bytes_per_sequence(arch, context_tokens, kv_precision) * kv_shard_fraction(arch, tp) / pp
+    tokens = min(PREFILL_CHUNK_TOKENS, sequences * context_tokens)
+    qkv_width = (arch.attention_heads + 2 * arch.kv_heads) * arch.head_dim / tp
+    per_token = 2 * arch.hidden_size + qkv_width + 3 * arch.ffn_hidden_size / tp
+    workspace = tokens * per_token * ACTIVATION_BYTES + sequences * arch.vocab_size / tp * LOGIT_BYTES
+    return MemoryBreakdown(weights=weights, kv_cache=kv, activations=workspace,
+                           overhead=runtime_overhead_bytes(tp * pp))
+
+
+def zero_model_states(params: float, dp: int, stage: int, weight_b: float = 2.0, grad_b: float = 2.0,
+                      optimizer_b: float = 12.0) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer) bytes per device under ZeRO (Rajbhandari et al. 2020 §5,
+    reference B1): stage 1 shards optimizer states over the DP group, 2 also gradients, 3 also weights."""
+    weights = params * weight_b / (dp if stage >= 3 else 1)
+    grads = params * grad_b / (dp if stage >= 2 else 1)
+    optimizer = params * optimizer_b / (dp if stage >= 1 else 1)
+    return weights, grads, optimizer
+
+
+def activation_bytes_per_layer(seq: int, micro_batch: int, arch: Architecture, tp: int,
+                               checkpointing: str, flash_attention: bool) -> float:
+    """Korthikanti et al. 2022 (arXiv 2205.05198) Table 2, with sequence parallelism whenever TP > 1.
+
+    none: sbh(34/t + 5as/(ht)); selective: sbh(34/t); full: 2sbh/t (the layer input only).
+    FlashAttention never stores the s×s scores, which removes the 5as/h term as selective recompute does.
+    """
+    sbh = seq * micro_batch * arch.hidden_size
+    if checkpointing == "full":
+        return 2 * sbh / tp
+    score_term = 0.0 if (checkpointing == "selective" or flash_attention) else \
+        5 * arch.attention_heads * seq / (arch.hidden_size * tp)
+    return sbh * (34 / tp + score_term)
+
+
+def optimizer_state_bytes(optimizer: str, mixed_precision: bool) -> float:
+    """Bytes per trained parameter: fp32 master copy (mixed precision only) + moment estimates.
+    Adam/AdamW keep m and v (ZeRO paper's K = 12 with the master copy); SGD keeps momentum;
+    Adafactor's factored second moment is O(rows + cols), negligible per parameter."""
+    moments = {"adam": 8.0, "adamw": 8.0, "sgd": 4.0, "adafactor": 0.0}[optimizer]
+    return moments + (4.0 if mixed_precision else 0.0)
+
+
+def gradient_bytes(precision: str, grad_precision: str) -> float:
+    if grad_precision != "auto":
+        return BYTES_PER_PARAM[grad_precision]
+    # Megatron accumulates bf16 (and fp8) training gradients in fp32 (18 B/param in all);
+    # DeepSpeed fp16 mixed precision keeps fp16 gradients (the ZeRO paper's 16 B/param).
+    return 2.0 if precision == "fp16" else 4.0
+
+
+def lora_params(arch: Architecture, rank: int) -> float:
+    """Adapter parameters with LoRA on every linear layer: r·(d_in + d_out) per matrix
+    (Hu et al. 2021); q, k, v, o in attention and gate, up, down in the MLP."""
+    h, hd = arch.hidden_size, arch.head_dim
+    q_out, kv_out = arch.attention_heads * hd, arch.kv_heads * hd
+    per_layer = (h + q_out) + 2 * (h + kv_out) + (q_out + h) + 3 * (h + arch.ffn_hidden_size)
+    return rank * per_layer * arch.layers
+
+
+@dataclass(frozen=True)
+class TrainingSetup:
+    method: str
+    precision: str
+    optimizer: str
+    grad_precision: str
+    lora_rank: int
+    seq: int
+
+
+def training_model_states(arch: Architecture, setup: TrainingSetup, tp: int, pp: int, dp: int,
+                          zero: int) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer) bytes per device; TP and PP divide the model first."""
+    shard = tp * pp
+    mixed = setup.precision != "fp32"
+    if setup.method == "full":
+        weight_b = 4.0 if not mixed else 2.0
+        return zero_model_states(arch.params / shard, dp, zero, weight_b,
+                                 gradient_bytes(setup.precision, setup.grad_precision),
+                                 optimizer_state_bytes(setup.optimizer, mixed))
+    # LoRA / QLoRA: the frozen base has no gradients or optimizer state; adapters train in fp32.
+    embedding = arch.embedding_params
+    base_b = NF4_BYTES_PER_PARAM if setup.method == "qlora" else BYTES_PER_PARAM[
+        "bf16" if setup.precision in ("int8", "int4", "fp8") else setup.precision]
+    base = ((arch.params - embedding) * base_b + embedding * 2.0) / shard
+    adapters = lora_params(arch, setup.lora_rank) / shard
+    a_w, a_g, a_o = zero_model_states(adapters, dp, zero, 4.0, 4.0, optimizer_state_bytes(setup.optimizer, False))
+    return base / (dp if zero >= 3 else 1) + a_w, a_g, a_o
+
+
+def training_memory(arch: Architecture, setup: TrainingSetup, tp: int, pp: int, dp: int, zero: int,
+                    micro_batch: int, microbatches: int, checkpointing: str, flash_attention: bool,
+                    virtual_stages: int = 1) -> MemoryBreakdown:
+    """Per-device training memory on the busiest (first) pipeline stage.
+
+    Under 1F1B the first stage keeps min(pp, microbatches) micro-batches of its L/pp layers in flight,
+    i.e. about L layers' worth; the interleaved schedule adds (1 + (p-1)/(p·v)) (Korthikanti §4.2.3).
+    """
+    weights, grads, optimizer = training_model_states(arch, setup, tp, pp, dp, zero)
+    per_layer = activation_bytes_per_layer(setup.seq, micro_batch, arch, tp, checkpointing, flash_attention)
+    in_flight = min(pp, microbatches)
+    layers_here = math.ceil(arch.layers / pp)
+    activations = per_layer * layers_here * in_flight
+    if pp > 1 and virtual_stages > 1:
+        activations *= 1 + (pp - 1) / (pp * virtual_stages)
+    if checkpointing == "full":  # one layer's full working set during its recomputation
+        activations += activation_bytes_per_layer(setup.seq, micro_batch, arch, tp, "none", flash_attention)
+    logits = setup.seq * micro_batch * arch.vocab_size / tp * LOGIT_BYTES
+    return MemoryBreakdown(weights=weights, activations=activations + logits, gradients=grads,
+                           optimizer=optimizer, overhead=runtime_overhead_bytes(tp * pp * dp))

@@ -1,0 +1,109 @@
+"""The plan: one report model (design.md's JSON shape) that every renderer, the Pulumi program,
+the policy pack and the cost preview read. Bytes, seconds and USD; numbers stay numbers."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class Choice(BaseModel):
+    instance_type: str
+    family: str
+    accelerator: str
+    accelerators_per_node: int
+    nodes: int
+    deploy_target: str
+    purchase: str
+    region: str
+
+
+class PlanLayout(BaseModel):
+    tensor_parallel: int
+    pipeline_parallel: int
+    data_parallel: int
+    zero_stage: int | None = None
+    micro_batch: int | None = None
+    replicas: int
+    batch_per_replica: int | None = None
+    activation_checkpointing: str | None = None
+    microbatches: int | None = None
+
+
+class PlanMemory(BaseModel):
+    per_device_bytes: dict[str, float]
+    required_per_device_bytes: float
+    usable_per_device_bytes: float
+    device_memory_bytes: float
+    headroom_fraction: float
+
+
+class PlanPerformance(BaseModel):
+    output_tokens_per_s: float | None = None
+    output_tokens_per_s_per_replica: float | None = None
+    time_to_first_token_s: float | None = None
+    inter_token_latency_s: float | None = None
+    training_tokens_per_s: float | None = None
+    step_time_s: float | None = None
+    achieved_tflops_per_device: float | None = None
+    model_flops_utilization: float | None = None
+    time_to_train_s: float | None = None
+    bound: str
+
+
+class PlanCost(BaseModel):
+    usd_per_hour: float
+    usd_per_month: float
+    hours_per_month: float
+    usd_per_million_output_tokens: float | None = None
+    usd_per_training_run: float | None = None
+    price_source: str
+    price_date: str
+    price_estimated: bool = False
+
+
+class Alternative(BaseModel):
+    instance_type: str
+    nodes: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    data_parallel: int
+    replicas: int
+    required_per_device_bytes: float
+    usd_per_hour: float
+    usd_per_month: float
+    output_tokens_per_s: float | None = None
+    time_to_train_s: float | None = None
+    usd_per_training_run: float | None = None
+
+
+class Rejection(BaseModel):
+    instance_type: str
+    reason: str
+
+
+class ModelSummary(BaseModel):
+    name: str
+    params: float
+    active_params: float
+    precision: str
+
+
+class Plan(BaseModel):
+    workload: str
+    kind: str
+    model: ModelSummary
+    choice: Choice
+    layout: PlanLayout
+    memory: PlanMemory
+    performance: PlanPerformance
+    cost: PlanCost
+    engine: str | None = None
+    max_context_tokens: int | None = None
+    alternatives: list[Alternative] = Field(default_factory=list)
+    rejected: list[Rejection] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+
+
+class PlanSet(BaseModel):
+    plans: list[Plan]
+    catalog: str = "bundled"

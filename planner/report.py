@@ -1,0 +1,126 @@
+"""Pure renderers of the one plan model: JSON (design.md's shape), Markdown, and rich tables.
+Each takes a PlanSet and returns text, so tests pin them with golden files."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from rich.console import Console
+from rich.table import Table
+
+from planner.plan import Plan, PlanSet
+from planner.units import GIB
+
+MEMORY_PARTS = ("weights", "kv_cache", "activations", "gradients", "optimizer", "overhead")
+BAR_WIDTH = 40
+
+
+def render_json(plans: PlanSet) -> str:
+    return json.dumps(plans.model_dump(mode="json"), indent=2) + "\n"
+
+
+def gib(value: float) -> str:
+    return f"{value / GIB:.1f} GiB"
+
+
+def headline(p: Plan) -> str:
+    c = p.choice
+    return f"{c.instance_type} × {c.nodes} ({c.accelerators_per_node} × {c.accelerator} per node, {c.deploy_target}, {c.purchase}, {c.region})"
+
+
+def layout_text(p: Plan) -> str:
+    lay = p.layout
+    text = f"TP {lay.tensor_parallel} × PP {lay.pipeline_parallel}"
+    if p.kind == "inference":
+        return f"{text}, {lay.replicas} replica(s), batch {lay.batch_per_replica} per replica"
+    return (f"{text} × DP {lay.data_parallel}, ZeRO-{lay.zero_stage}, micro-batch {lay.micro_batch} × "
+            f"{lay.microbatches} micro-batches, {lay.activation_checkpointing} recompute")
+
+
+def performance_lines(p: Plan) -> list[str]:
+    perf = p.performance
+    if p.kind == "inference":
+        return [f"{perf.output_tokens_per_s:,.0f} output tokens/s ({perf.output_tokens_per_s_per_replica:,.0f} per replica)",
+                f"time to first token {perf.time_to_first_token_s * 1e3:,.0f} ms, inter-token latency "
+                f"{perf.inter_token_latency_s * 1e3:,.1f} ms", f"bound by {perf.bound}"]
+    return [f"{perf.training_tokens_per_s:,.0f} tokens/s, step {perf.step_time_s:,.2f} s, "
+            f"{perf.achieved_tflops_per_device:,.0f} TFLOP/s per device (MFU {perf.model_flops_utilization:.1%})",
+            f"time to train {perf.time_to_train_s / 3600:,.1f} h", f"bound by {perf.bound}"]
+
+
+def cost_lines(p: Plan) -> list[str]:
+    cost = p.cost
+    lines = [f"${cost.usd_per_hour:,.2f}/h, ${cost.usd_per_month:,.0f}/month ({cost.hours_per_month:g} h)"]
+    if cost.usd_per_million_output_tokens is not None:
+        lines.append(f"${cost.usd_per_million_output_tokens:,.2f} per 1M output tokens")
+    if cost.usd_per_training_run is not None:
+        lines.append(f"${cost.usd_per_training_run:,.0f} per training run")
+    lines.append(f"price {cost.price_date}: {cost.price_source}")
+    return lines
+
+
+def memory_bar(p: Plan) -> str:
+    """One character cell per 1/BAR_WIDTH of the device: letters per part, '·' for free memory."""
+    total = p.memory.device_memory_bytes
+    bar = ""
+    for part, mark in zip(MEMORY_PARTS, "WKAGOR"):
+        bar += mark * round(p.memory.per_device_bytes[part] / total * BAR_WIDTH)
+    bar = bar[:BAR_WIDTH]
+    return "[" + bar + "·" * (BAR_WIDTH - len(bar)) + "]"
+
+
+def render_markdown(plans: PlanSet) -> str:
+    out: list[str] = []
+    for p in plans.plans:
+        out += [f"## {p.workload} ({p.kind}, {p.model.name}, {p.model.precision})", "",
+                f"**{headline(p)}**: {layout_text(p)}", ""]
+        out += [f"- {line}" for line in performance_lines(p) + cost_lines(p)]
+        out += ["", "| memory per device | GiB |", "|---|---:|"]
+        out += [f"| {part} | {p.memory.per_device_bytes[part] / GIB:.2f} |" for part in MEMORY_PARTS]
+        out += [f"| **required** | **{p.memory.required_per_device_bytes / GIB:.2f}** |",
+                f"| usable (of {gib(p.memory.device_memory_bytes)}) | {p.memory.usable_per_device_bytes / GIB:.2f} |", ""]
+        if p.alternatives:
+            out += ["| alternative | nodes | layout | $/month |", "|---|---:|---|---:|"]
+            out += [f"| {a.instance_type} | {a.nodes} | TP {a.tensor_parallel} × PP {a.pipeline_parallel} × DP "
+                    f"{a.data_parallel} | {a.usd_per_month:,.0f} |" for a in p.alternatives]
+            out.append("")
+        if p.warnings:
+            out += [f"> ⚠ {w}" for w in p.warnings] + [""]
+        out += ["<details><summary>rejected instance types</summary>", ""]
+        out += [f"- `{r.instance_type}`: {r.reason}" for r in p.rejected]
+        out += ["", "</details>", ""]
+    return "\n".join(out)
+
+
+def render_table(plans: PlanSet, width: int = 120) -> str:
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, force_terminal=False, color_system=None)
+    for p in plans.plans:
+        console.print(f"[bold]{p.workload}[/bold] ({p.kind}, {p.model.name}, {p.model.precision})")
+        console.print(f"  {headline(p)}")
+        console.print(f"  {layout_text(p)}")
+        for line in performance_lines(p) + cost_lines(p):
+            console.print(f"  {line}", highlight=False)
+        memory = Table(title=None, box=None, show_header=True, pad_edge=False)
+        for column in ("memory per device", "GiB", ""):
+            memory.add_column(column)
+        for part in MEMORY_PARTS:
+            memory.add_row(part, f"{p.memory.per_device_bytes[part] / GIB:.2f}", "")
+        memory.add_row("required", f"{p.memory.required_per_device_bytes / GIB:.2f}",
+                       f"{memory_bar(p)} of {gib(p.memory.device_memory_bytes)}")
+        console.print(memory)
+        console.print("  bar: W weights, K KV cache, A activations, G gradients, O optimizer, R runtime, · free")
+        if p.alternatives:
+            alts = Table(box=None, pad_edge=False)
+            for column in ("alternative", "nodes", "layout", "$/month"):
+                alts.add_column(column)
+            for a in p.alternatives:
+                alts.add_row(a.instance_type, str(a.nodes), f"TP {a.tensor_parallel} × PP {a.pipeline_parallel} × "
+                             f"DP {a.data_parallel}", f"{a.usd_per_month:,.0f}")
+            console.print(alts)
+        for w in p.warnings:
+            console.print(f"  warning: {w}", highlight=False)
+        console.print(f"  {len(p.rejected)} instance types rejected (see --format markdown or json for reasons)")
+        console.print()
+    return buffer.getvalue()

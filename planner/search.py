@@ -1,0 +1,183 @@
+"""Plan a workload: every catalog type is searched (search_inference / search_training); the
+cheapest feasible candidate becomes the plan, the next best are alternatives, and every other type
+is rejected with its reason. Nothing feasible raises InfeasibleError with the nearest misses."""
+
+from __future__ import annotations
+
+from planner.candidates import Candidate, Miss
+from planner.catalog import Catalog, InstanceType
+from planner.cost import HourlyPrice, deploy_target, hourly_price, usd_per_million_tokens
+from planner.errors import InfeasibleError, NearMiss, SpecError
+from planner.plan import (Alternative, Choice, ModelSummary, Plan, PlanCost, PlanLayout, PlanMemory,
+                          PlanPerformance, Rejection)
+from planner.search_inference import best_inference
+from planner.search_training import best_training, global_batch_sequences
+from planner.spec import Workload
+from planner.units import HOURS_PER_MONTH
+
+ALTERNATIVES = 5
+NEAREST_MISSES = 5
+LONG_RUN_DAYS = 90
+STALE_PRICE_BEFORE = "2025-06"  # AWS cut P4/P5 on-demand prices by up to 45% in June 2025
+
+
+def engine_for(w: Workload, vendor: str) -> str:
+    if w.serving.engine != "auto":
+        return w.serving.engine
+    return "neuron" if vendor == "aws-neuron" else "vllm"
+
+
+def _type_gate(w: Workload, itype: InstanceType, catalog: Catalog, target: str) -> HourlyPrice | Miss:
+    """Rules that rule a type out whatever the layout: filters, precision, engine, price."""
+    c = w.constraints
+    accel = catalog.accelerator(itype.accelerator)
+    if c.instance_types and itype.name not in [n.removeprefix("ml.") for n in c.instance_types]:
+        return Miss("not in constraints.instance_types", by_request=True)
+    if c.families and itype.family not in c.families:
+        return Miss(f"family {itype.family} not in constraints.families", by_request=True)
+    if w.kind != "inference" and not accel.supports.training:
+        return Miss(f"{accel.name} is an inference-only accelerator")
+    tensor = {"fp8": "fp8", "bf16": "bf16"}.get(w.precision)
+    if tensor and not getattr(accel.supports, tensor):
+        return Miss(f"{accel.name} has no {w.precision} support")
+    if w.precision == "int4" and not accel.supports.int4_kernels and w.kind == "inference":
+        cc = f" (compute capability {accel.compute_capability})" if accel.compute_capability else ""
+        return Miss(f"{accel.name}{cc} has no int4 kernels")
+    if w.kind == "inference":
+        engine = engine_for(w, accel.vendor)
+        if (engine == "neuron") != (accel.vendor == "aws-neuron"):
+            return Miss(f"engine {engine} does not run on {accel.name}")
+        if w.serving.kv_cache_precision == "fp8" and not accel.supports.fp8:
+            return Miss(f"{accel.name} has no fp8 KV cache support")
+    if itype.offered_regions is not None and c.region not in itype.offered_regions:
+        return Miss(f"not offered in {c.region}")
+    price = hourly_price(catalog, itype, c.region, target, c.purchase)
+    return Miss(price) if isinstance(price, str) else price
+
+
+def plan_workload(w: Workload, catalog: Catalog) -> Plan:
+    target = deploy_target(w.kind, w.constraints.deploy_target)
+    if w.kind != "inference" and target == "sagemaker":
+        raise SpecError("deploy_target sagemaker is for inference; training runs on EC2 clusters (use auto or ec2)",
+                        path=f"workloads[{w.name}].constraints.deploy_target")
+    if w.constraints.instance_types:
+        unknown = [n for n in w.constraints.instance_types if catalog.instance(n) is None]
+        if unknown:
+            raise SpecError(f"unknown instance type(s) {', '.join(unknown)}; see `gpuplan catalog list`",
+                            path=f"workloads[{w.name}].constraints.instance_types")
+    if w.constraints.families:
+        unknown = sorted(set(w.constraints.families) - catalog.families())
+        if unknown:
+            raise SpecError(f"unknown famil{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
+                            f"catalog families: {', '.join(sorted(catalog.families()))}",
+                            path=f"workloads[{w.name}].constraints.families")
+    feasible: list[Candidate] = []
+    misses: dict[str, Miss] = {}
+    for itype in catalog.instance_types:
+        gate = _type_gate(w, itype, catalog, target)
+        if isinstance(gate, Miss):
+            misses[itype.name] = gate
+            continue
+        accel = catalog.accelerator(itype.accelerator)
+        search = best_inference if w.kind == "inference" else best_training
+        found = search(w, itype, accel, gate)
+        if isinstance(found, Miss):
+            misses[itype.name] = found
+            continue
+        budget = w.constraints.max_usd_per_month
+        monthly = found.usd_per_hour * _hours(w)
+        if budget is not None and monthly > budget:
+            misses[itype.name] = Miss(f"${monthly:,.0f}/month > max_usd_per_month ${budget:,.0f} "
+                                      f"({found.nodes} node(s))", monthly / budget, stage=3)
+            continue
+        feasible.append(found)
+    if not feasible:
+        ranked = sorted(misses.items(), key=lambda kv: kv[1].shortfall)
+        considered = [(name, m) for name, m in ranked if not m.by_request] or ranked
+        raise InfeasibleError(w.name, f"no instance type in the catalog can run this {w.kind} workload",
+                              [NearMiss(name, m.reason) for name, m in considered[:NEAREST_MISSES]])
+    feasible.sort(key=lambda cand: cand.objective)
+    chosen = feasible[0]
+    return _plan(w, chosen, target, feasible[1:1 + ALTERNATIVES], misses, feasible[1 + ALTERNATIVES:])
+
+
+def _hours(w: Workload) -> float:
+    return w.serving.hours_per_month if w.kind == "inference" else HOURS_PER_MONTH
+
+
+def _plan(w: Workload, cand: Candidate, target: str, alternatives: list[Candidate], misses: dict[str, Miss],
+          also_feasible: list[Candidate]) -> Plan:
+    arch, accel, perf = w.architecture, cand.accel, cand.perf
+    hours = _hours(w)
+    required = cand.memory.total
+    choice = Choice(instance_type=cand.itype.name, family=cand.itype.family, accelerator=accel.name,
+                    accelerators_per_node=cand.itype.accelerators_per_node, nodes=cand.nodes,
+                    deploy_target=target, purchase=w.constraints.purchase, region=w.constraints.region)
+    memory = PlanMemory(per_device_bytes=cand.memory.as_dict(), required_per_device_bytes=required,
+                        usable_per_device_bytes=cand.usable_bytes, device_memory_bytes=accel.memory_bytes,
+                        headroom_fraction=1 - required / accel.memory_bytes)
+    warnings: list[str] = []
+    if cand.price.estimated:
+        warnings.append(f"price is an estimate: {cand.price.source}")
+    if cand.price.date and cand.price.date[:4].isdigit() and cand.price.date < STALE_PRICE_BEFORE:
+        warnings.append(f"price dated {cand.price.date}, before AWS's June 2025 GPU price cuts; "
+                        "refresh it with `gpuplan catalog refresh`")
+    if w.kind == "inference":
+        aggregate = perf.output_tokens_per_s_per_replica * cand.replicas
+        layout = PlanLayout(tensor_parallel=cand.tp, pipeline_parallel=cand.pp, data_parallel=1,
+                            replicas=cand.replicas, batch_per_replica=cand.batch_per_replica)
+        performance = PlanPerformance(output_tokens_per_s=aggregate, output_tokens_per_s_per_replica=perf.output_tokens_per_s_per_replica,
+                                      time_to_first_token_s=perf.time_to_first_token_s,
+                                      inter_token_latency_s=perf.inter_token_latency_s, bound=perf.bound)
+        cost = PlanCost(usd_per_hour=cand.usd_per_hour, usd_per_month=cand.usd_per_hour * hours, hours_per_month=hours,
+                        usd_per_million_output_tokens=usd_per_million_tokens(cand.usd_per_hour, aggregate),
+                        price_source=cand.price.source, price_date=cand.price.date, price_estimated=cand.price.estimated)
+        if arch.max_context_tokens and w.serving.max_context_tokens > arch.max_context_tokens:
+            warnings.append(f"max_context_tokens {w.serving.max_context_tokens} exceeds the model's trained context "
+                            f"({arch.max_context_tokens})")
+    else:
+        t = w.training
+        ttt = t.tokens / perf.tokens_per_s
+        layout = PlanLayout(tensor_parallel=cand.tp, pipeline_parallel=cand.pp, data_parallel=cand.dp,
+                            zero_stage=cand.zero, micro_batch=cand.micro_batch, replicas=1,
+                            activation_checkpointing=cand.checkpointing, microbatches=cand.microbatches)
+        performance = PlanPerformance(training_tokens_per_s=perf.tokens_per_s, step_time_s=perf.step_time_s,
+                                      achieved_tflops_per_device=perf.achieved_tflops_per_device,
+                                      model_flops_utilization=perf.model_flops_utilization, time_to_train_s=ttt,
+                                      bound=perf.bound)
+        cost = PlanCost(usd_per_hour=cand.usd_per_hour, usd_per_month=cand.usd_per_hour * hours, hours_per_month=hours,
+                        usd_per_training_run=cand.usd_per_hour * ttt / 3600, price_source=cand.price.source,
+                        price_date=cand.price.date, price_estimated=cand.price.estimated)
+        asked = global_batch_sequences(w)
+        if perf.tokens_per_step != asked * t.sequence_length:
+            warnings.append(f"global batch rounded up from {asked} to {perf.tokens_per_step / t.sequence_length:.0f} "
+                            f"sequences to split evenly over DP × micro-batch")
+        if not t.deadline_hours and ttt > LONG_RUN_DAYS * 86400:
+            warnings.append(f"training takes {ttt / 86400:,.0f} days on the cheapest layout; set "
+                            "training.deadline_hours to trade cost for time")
+        if t.method == "qlora":
+            warnings.append("QLoRA throughput excludes NF4 dequantisation, which slows each matmul")
+    if arch.is_moe:
+        warnings.append("MoE: all experts are resident on every device; expert parallelism is not modelled")
+    rejected = [Rejection(instance_type=name, reason=m.reason) for name, m in misses.items()]
+    rejected += [Rejection(instance_type=c.itype.name, reason=f"feasible but costlier: ${c.usd_per_hour:,.2f}/h")
+                 for c in also_feasible]
+    return Plan(workload=w.name, kind=w.kind,
+                model=ModelSummary(name=w.model.preset or "custom", params=arch.params,
+                                   active_params=arch.params_per_token, precision=w.precision),
+                choice=choice, layout=layout, memory=memory, performance=performance, cost=cost,
+                engine=engine_for(w, accel.vendor) if w.kind == "inference" else None,
+                max_context_tokens=w.serving.max_context_tokens if w.kind == "inference" else None,
+                alternatives=[_alternative(c, w, hours) for c in alternatives], rejected=rejected, warnings=warnings)
+
+
+def _alternative(c: Candidate, w: Workload, hours: float) -> Alternative:
+    extra = {}
+    if w.kind == "inference":
+        extra["output_tokens_per_s"] = c.perf.output_tokens_per_s_per_replica * c.replicas
+    else:
+        ttt = w.training.tokens / c.perf.tokens_per_s
+        extra.update(time_to_train_s=ttt, usd_per_training_run=c.usd_per_hour * ttt / 3600)
+    return Alternative(instance_type=c.itype.name, nodes=c.nodes, tensor_parallel=c.tp, pipeline_parallel=c.pp,
+                       data_parallel=c.dp, replicas=c.replicas, required_per_device_bytes=c.memory.total,
+                       usd_per_hour=c.usd_per_hour, usd_per_month=c.usd_per_hour * hours, **extra)

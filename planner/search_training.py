@@ -1,0 +1,132 @@
+"""Training search for one instance type: nodes × TP × PP × DP × ZeRO × micro-batch ×
+activation checkpointing; the cheapest run that fits memory and meets the deadline."""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+
+from planner.candidates import Candidate, Miss, memory_miss, tensor_parallel_options
+from planner.catalog import Accelerator, InstanceType
+from planner.cost import HourlyPrice
+from planner.memory import TrainingSetup, lora_params, training_memory
+from planner.performance import VIRTUAL_PIPELINE_STAGES, TrainingLayout, training_step
+from planner.spec import Workload
+
+MICRO_BATCHES = (16, 8, 4, 2, 1)  # largest first: the biggest micro-batch that fits runs the GEMMs best
+CHECKPOINTING = ("none", "selective", "full")  # cheapest recompute first
+DEFAULT_BATCH_TOKENS = {"training": 4.0e6, "fine-tuning": 2.5e5}  # Llama 2 pre-training used 4M tokens
+
+@cache
+def node_counts(max_nodes: int) -> tuple[int, ...]:
+    """1-8 nodes, then 2^k and 3·2^k: the sizes a global batch splits into evenly."""
+    sizes = set(range(1, min(8, max_nodes) + 1))
+    k = 8
+    while k <= max_nodes:
+        sizes.update(n for n in (k, 3 * k // 2) if n <= max_nodes)
+        k *= 2
+    sizes.add(max_nodes)
+    return tuple(sorted(sizes))
+
+@cache
+def pipeline_options(layers: int) -> tuple[int, ...]:
+    """Stage counts that split the layers evenly, plus powers of two (Megatron allows uneven stages)."""
+    return tuple(p for p in range(1, layers + 1) if layers % p == 0 or p & (p - 1) == 0)
+
+def global_batch_sequences(w: Workload) -> int:
+    t = w.training
+    tokens = t.global_batch_tokens or DEFAULT_BATCH_TOKENS[w.kind]
+    return max(1, round(tokens / t.sequence_length))
+
+def best_training(w: Workload, itype: InstanceType, accel: Accelerator, price: HourlyPrice) -> Candidate | Miss:
+    arch, t, c, pins = w.architecture, w.training, w.constraints, w.layout
+    apn = itype.accelerators_per_node
+    usable = accel.memory_bytes * (1 - c.memory_headroom)
+    setup = TrainingSetup(t.method, w.precision, t.optimizer, t.grad_precision, t.lora_rank, t.sequence_length)
+    seqs = global_batch_sequences(w)
+    trainable = arch.params if t.method == "full" else lora_params(arch, t.lora_rank)
+    flash = accel.supports.flash_attention
+    ckpts = CHECKPOINTING if t.activation_checkpointing == "auto" else (t.activation_checkpointing,)
+    zeros = (pins.zero_stage,) if pins.zero_stage is not None else (0, 1, 2, 3)
+    mbs = (pins.micro_batch,) if pins.micro_batch else MICRO_BATCHES
+    nodes_options = (pins.nodes,) if pins.nodes else node_counts(c.max_nodes)
+    pps = (pins.pipeline_parallel,) if pins.pipeline_parallel else pipeline_options(arch.layers)
+    tps = tensor_parallel_options(apn, arch.attention_heads, pins.tensor_parallel)
+    if not tps:
+        return Miss(f"tensor_parallel {pins.tensor_parallel} exceeds the {apn} accelerators per node "
+                    "(TP stays inside one NVLink domain)" if pins.tensor_parallel else
+                    f"no TP degree divides both {apn} devices and {arch.attention_heads} heads")
+    if pins.nodes and pins.nodes > c.max_nodes:
+        return Miss(f"layout.nodes {pins.nodes} is over max_nodes {c.max_nodes}")
+    best: Candidate | None = None
+    miss: Miss | None = None
+
+    def memory(tp, pp, dp, zero, mb, ck):
+        m = math.ceil(seqs / (dp * mb))
+        return m, training_memory(arch, setup, tp, pp, dp, zero, mb, m, ck, flash, VIRTUAL_PIPELINE_STAGES)
+
+    for tp in tps:
+        for pp in pps:
+            if pp > arch.layers:
+                continue
+            for nodes in nodes_options:
+                if nodes > 1 and not itype.efa:
+                    why = f"multi-node training needs EFA, which {itype.name} lacks"
+                    miss = Miss(f"{miss.reason}; {why}", miss.shortfall, stage=miss.stage) if miss else Miss(why)
+                    break
+                devices = nodes * apn
+                if devices % (tp * pp):
+                    continue
+                dp = devices // (tp * pp)
+                if pins.data_parallel and dp != pins.data_parallel:
+                    continue
+                if dp * min(mbs) > seqs:
+                    miss = Miss(f"a global batch of {seqs} sequences cannot feed {dp} data-parallel ranks "
+                                f"at {nodes} nodes (raise training.global_batch_tokens)", dp * min(mbs) / seqs).nearer(miss)
+                    break
+                _, lean = memory(tp, pp, dp, max(zeros), min(mbs), ckpts[-1])
+                if lean.total > usable:
+                    miss = memory_miss(itype, accel, usable, lean.total,
+                                       f"at {nodes} node(s), TP {tp} × PP {pp} × DP {dp}, ZeRO-{max(zeros)}, "
+                                       f"micro-batch {min(mbs)}, {ckpts[-1]} recompute").nearer(miss)
+                    continue
+                found = _fastest_fit(arch, itype, accel, w, setup, trainable, usable, tp, pp, dp, seqs,
+                                     ckpts, zeros, mbs, memory)
+                if found is None:
+                    continue
+                layout, mem, est = found
+                time_to_train_s = t.tokens / est.tokens_per_s
+                usd_per_hour = nodes * price.usd_per_hour
+                if t.deadline_hours and time_to_train_s > t.deadline_hours * 3600:
+                    miss = Miss(f"{time_to_train_s / 3600:,.0f} h to train > deadline {t.deadline_hours:g} h at "
+                                f"{nodes} node(s), TP {tp} × PP {pp} × DP {dp}",
+                                time_to_train_s / (t.deadline_hours * 3600), stage=2).nearer(miss)
+                    continue
+                run_usd = usd_per_hour * time_to_train_s / 3600
+                cand = Candidate(itype, accel, price, nodes, tp, pp, dp, 1, mem, usable, est, usd_per_hour,
+                                 run_usd, zero=layout[0], micro_batch=layout[1], microbatches=layout[2],
+                                 checkpointing=layout[3])
+                if best is None or cand.objective < best.objective:
+                    best = cand
+                break  # more nodes only add communication: each run costs more from here
+    return best if best is not None else (miss or Miss("no layout of this type fits the pins in layout:"))
+
+def _fastest_fit(arch, itype, accel, w, setup, trainable, usable, tp, pp, dp, seqs, ckpts, zeros, mbs, memory):
+    """For each recompute mode and ZeRO stage, the largest micro-batch that fits; the fastest of those."""
+    best = None
+    for ck in ckpts:
+        for zero in zeros:
+            for mb in mbs:
+                if dp * mb > seqs:
+                    continue
+                m, mem = memory(tp, pp, dp, zero, mb, ck)
+                if mem.total > usable:
+                    continue
+
+                layout = TrainingLayout(tp, pp, dp, zero, mb, m, ck)
+                state = mem.weights + mem.gradients + mem.optimizer
+                est = training_step(arch, itype, accel, w.precision, setup.method, setup.seq, layout, state, trainable)
+                if best is None or est.tokens_per_s > best[2].tokens_per_s:
+                    best = ((zero, mb, m, ck), mem, est)
+                break
+    return best

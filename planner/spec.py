@@ -1,0 +1,251 @@
+"""The workload spec (design.md): pydantic models, and loading from a workload YAML or a Pulumi
+stack file (`config: gpuplan:workloads`). Every bad input becomes one SpecError naming the file,
+the field path and what is allowed."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from planner.errors import SpecError
+from planner.presets import Architecture, presets
+
+Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
+STACK_KEY = "gpuplan:workloads"
+STACK_CATALOG_KEY = "gpuplan:catalog"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelRef(_Section):
+    preset: str | None = None
+    architecture: dict[str, Any] | None = None
+    _resolved: Architecture = PrivateAttr()
+
+    @model_validator(mode="after")
+    def _preset_or_architecture(self) -> "ModelRef":
+        if self.preset is None and not self.architecture:
+            raise ValueError("give a preset (see `gpuplan models`) or an architecture")
+        if self.preset is not None and self.preset not in presets():
+            close = difflib.get_close_matches(self.preset, list(presets()), n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else "; run `gpuplan models` for the list"
+            raise ValueError(f"unknown preset {self.preset!r}{hint}")
+        base = presets()[self.preset].model_dump() if self.preset else {}
+        try:
+            self._resolved = Architecture(**{**base, **(self.architecture or {})})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"])
+            raise ValueError(f"architecture{'.' + field if field else ''}: "
+                             f"{first['msg'].removeprefix('Value error, ')}") from None
+        return self
+
+    def resolve(self) -> Architecture:
+        """The preset with any explicit architecture fields laid over it (validated once)."""
+        return self._resolved
+
+
+class Serving(_Section):
+    engine: Literal["auto", "vllm", "tgi", "lmi", "tensorrt-llm", "neuron"] = "auto"
+    max_context_tokens: int = Field(default=4096, gt=0, le=10_000_000)
+    prompt_tokens: int = Field(default=1024, gt=0, le=10_000_000)
+    output_tokens: int = Field(default=256, gt=0, le=10_000_000)
+    concurrent_requests: int = Field(default=16, gt=0, le=1_000_000)
+    target_output_tokens_per_s: float | None = Field(default=None, gt=0, le=1e9)
+    max_time_to_first_token_ms: float | None = Field(default=None, gt=0, le=3.6e6)
+    max_inter_token_latency_ms: float | None = Field(default=None, gt=0, le=3.6e6)
+    kv_cache_precision: Literal["fp32", "bf16", "fp16", "fp8", "int8"] = "fp16"
+    hours_per_month: float = Field(default=730.0, gt=0, le=744)
+
+    @model_validator(mode="after")
+    def _typical_request_fits(self) -> "Serving":
+        if self.prompt_tokens + self.output_tokens > self.max_context_tokens:
+            raise ValueError(
+                f"prompt_tokens + output_tokens ({self.prompt_tokens + self.output_tokens}) exceeds "
+                f"max_context_tokens ({self.max_context_tokens})")
+        return self
+
+
+class Training(_Section):
+    method: Literal["full", "lora", "qlora"] = "full"
+    tokens: float = Field(gt=0, le=1e15)
+    sequence_length: int = Field(default=4096, gt=0, le=10_000_000)
+    global_batch_tokens: float | None = Field(default=None, gt=0, le=1e9)
+    optimizer: Literal["adamw", "adam", "sgd", "adafactor"] = "adamw"
+    activation_checkpointing: Literal["none", "selective", "full", "auto"] = "auto"
+    deadline_hours: float | None = Field(default=None, gt=0, le=1e6)
+    lora_rank: int = Field(default=16, gt=0, le=4096)
+    # Gradient accounting: fp32 grads give the 18 B/param Megatron figure, 16-bit the ZeRO paper's
+    # 16 B/param. auto: fp32 for bf16 training (Megatron), fp16 for fp16 training (DeepSpeed).
+    grad_precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+
+    @model_validator(mode="after")
+    def _batch_holds_a_sequence(self) -> "Training":
+        if self.global_batch_tokens is not None and self.global_batch_tokens < self.sequence_length:
+            raise ValueError(f"global_batch_tokens ({self.global_batch_tokens:g}) is smaller than one "
+                             f"sequence ({self.sequence_length} tokens)")
+        return self
+
+
+class Constraints(_Section):
+    region: str = "us-east-1"
+    families: list[str] = Field(default_factory=list)
+    instance_types: list[str] = Field(default_factory=list)
+    max_nodes: int = Field(default=64, gt=0, le=4096)
+    purchase: Literal["on-demand", "spot", "reserved-1y", "reserved-3y"] = "on-demand"
+    max_usd_per_month: float | None = Field(default=None, gt=0)
+    memory_headroom: float = Field(default=0.10, ge=0, lt=0.9)
+    deploy_target: Literal["auto", "sagemaker", "ec2"] = "auto"
+
+    @field_validator("families")
+    @classmethod
+    def _lower(cls, families: list[str]) -> list[str]:
+        return [f.lower() for f in families]
+
+
+class Layout(_Section):
+    nodes: int | None = Field(default=None, gt=0, le=4096)
+    tensor_parallel: int | None = Field(default=None, gt=0, le=64)
+    pipeline_parallel: int | None = Field(default=None, gt=0, le=512)
+    data_parallel: int | None = Field(default=None, gt=0, le=65536)
+    zero_stage: int | None = Field(default=None, ge=0, le=3)
+    micro_batch: int | None = Field(default=None, gt=0, le=4096)
+    replicas: int | None = Field(default=None, gt=0, le=10_000)
+
+
+class Workload(_Section):
+    name: str = Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
+    kind: Literal["inference", "training", "fine-tuning"]
+    model: ModelRef
+    precision: Precision = "bf16"
+    serving: Serving | None = None
+    training: Training | None = None
+    constraints: Constraints = Field(default_factory=Constraints)
+    layout: Layout = Field(default_factory=Layout)
+
+    @model_validator(mode="after")
+    def _sections_match_kind(self) -> "Workload":
+        if self.kind == "inference":
+            if self.training is not None:
+                raise ValueError("training: is only for kind training or fine-tuning (this workload is inference)")
+            if self.serving is None:
+                self.serving = Serving()
+        else:
+            if self.serving is not None:
+                raise ValueError(f"serving: is only for kind inference (this workload is {self.kind})")
+            if self.training is None:
+                raise ValueError(f"kind {self.kind} needs a training: section with at least tokens")
+            if self.precision in ("int8", "int4") and self.training.method != "qlora":
+                raise ValueError(f"precision {self.precision} cannot be trained; use bf16, fp16, fp8 or fp32 "
+                                 "(or training.method: qlora for a 4-bit base)")
+        return self
+
+    @property
+    def architecture(self) -> Architecture:
+        return self.model.resolve()
+
+
+class WorkloadFile(_Section):
+    workloads: list[Workload] = Field(min_length=1)
+    catalog: str | None = None
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> "WorkloadFile":
+        names = [w.name for w in self.workloads]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"workload names must be unique; repeated: {', '.join(dupes)}")
+        return self
+
+
+def _field_path(loc: tuple) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif not str(part).startswith(("function-", "literal[")):
+            path += f".{part}" if path else str(part)
+    return path
+
+
+_SECTION_FIELDS = {name: set(model.model_fields) for name, model in
+                   {"serving": Serving, "training": Training, "constraints": Constraints,
+                    "layout": Layout, "model": ModelRef}.items()}
+
+
+def _explain(error: dict) -> str:
+    kind, loc, ctx = error["type"], error["loc"], error.get("ctx") or {}
+    if kind == "extra_forbidden":
+        field = str(loc[-1])
+        home = [section for section, fields in _SECTION_FIELDS.items() if field in fields]
+        if home:
+            return f"unknown field {field!r} here; it belongs in the {home[0]}: section"
+        return f"unknown field {field!r}"
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected')} (got {error.get('input')!r})"
+    if kind == "missing":
+        return "required field is missing"
+    message = error["msg"].removeprefix("Value error, ")
+    return f"{message} (got {error['input']!r})" if "input" in error and not isinstance(
+        error["input"], (dict, list)) and kind != "value_error" else message
+
+
+def parse_workloads(data: Any, file: str) -> WorkloadFile:
+    """Validate a `workloads:` document; the first error becomes one SpecError."""
+    if not isinstance(data, dict):
+        raise SpecError("expected a mapping with a workloads: list", file=file)
+    try:
+        return WorkloadFile(**data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise SpecError(_explain(first), path=_field_path(first["loc"]), file=file) from None
+
+
+def read_yaml(path: str | Path) -> Any:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise SpecError("file not found", file=str(path)) from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read file ({exc.__class__.__name__})", file=str(path)) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError(f"malformed YAML: {problem}", path=where, file=str(path)) from None
+
+
+def stack_document(data: dict) -> dict:
+    """The workloads document inside a Pulumi stack file's `config:` block."""
+    config = data["config"] or {}
+    if STACK_KEY not in config:
+        raise SpecError(f"stack file has no {STACK_KEY} in config: (set it with "
+                        f"`pulumi config set --path '{STACK_KEY.split(':')[1]}[0].name' ...`)", path="config")
+    document = {"workloads": config[STACK_KEY]}
+    if STACK_CATALOG_KEY in config:
+        document["catalog"] = config[STACK_CATALOG_KEY]
+    return document
+
+
+def load_workloads(path: str | Path) -> WorkloadFile:
+    """Read a workload YAML or a Pulumi stack file (`Pulumi.<stack>.yaml`)."""
+    data = read_yaml(path)
+    try:
+        if isinstance(data, dict) and "config" in data and "workloads" not in data:
+            data = stack_document(data)
+    except SpecError as exc:
+        exc.file = str(path)
+        raise
+    parsed = parse_workloads(data, str(path))
+    if parsed.catalog is not None:
+        parsed.catalog = str((Path(path).parent / parsed.catalog))
+    return parsed

@@ -1,0 +1,125 @@
+"""Memory estimators against exact formulas and the published figures (reference-public.md B, C)."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.memory import (TrainingSetup, activation_bytes_per_layer, inference_memory, kv_bytes_per_sequence,
+                            kv_bytes_per_token, lora_params, training_memory, weight_bytes, zero_model_states)
+from planner.units import GIB, INT4_BYTES_PER_PARAM
+
+
+@pytest.mark.parametrize("preset, expected", [
+    ("llama-2-7b", 524_288),   # I-09
+    ("llama-2-70b", 327_680),  # I-10
+    ("llama-3-8b", 131_072),   # I-11
+    ("llama-3-70b", 327_680),  # I-12
+    ("mistral-7b", 131_072),   # I-13
+])
+def test_kv_bytes_per_token_exact(arch, preset, expected):
+    assert kv_bytes_per_token(arch[preset], "fp16") == expected
+
+
+def test_kv_opt13b_matches_vllm_paper(arch):
+    # I-06: "800 KB" per token, "as much as 1.6 GB" for one 2048-token request
+    assert kv_bytes_per_token(arch["opt-13b"], "fp16") == 2 * 5120 * 40 * 2 == 819_200
+    assert kv_bytes_per_sequence(arch["opt-13b"], 2048, "fp16") == pytest.approx(1.6e9, rel=0.05)
+
+
+def test_kv_llama2_7b_4096_tokens_is_2_gib(arch):
+    # I-07: 1 * 4096 * 2 * 32 * 4096 * 2 bytes
+    assert kv_bytes_per_sequence(arch["llama-2-7b"], 4096, "fp16") == 2 * GIB
+
+
+def test_sliding_window_caps_kv(arch):
+    mistral = arch["mistral-7b"]
+    assert kv_bytes_per_sequence(mistral, 32768, "fp16") == kv_bytes_per_sequence(mistral, 4096, "fp16")
+    gemma = arch["gemma-2-9b"]  # half its layers are local (window 4096)
+    full = 2 * 8 * 256 * 2 * 8192
+    assert kv_bytes_per_sequence(gemma, 8192, "bf16") == 21 * full + 21 * full / 2
+
+
+def test_fp8_kv_halves_bytes(arch):
+    assert kv_bytes_per_token(arch["llama-3-70b"], "fp8") == 163_840
+
+
+def test_zero_model_states_reproduce_zero_paper_figure_1():
+    # M-01: Ψ = 7.5B, N_d = 64, K = 12 → 120 GB, 31.4 GB, 16.6 GB, 1.9 GB per device
+    psi, nd = 7.5e9, 64
+    expected = {0: 120.0, 1: 31.4, 2: 16.6, 3: 1.9}
+    for stage, gb in expected.items():
+        assert sum(zero_model_states(psi, nd, stage)) / 1e9 == pytest.approx(gb, abs=0.05)
+    assert sum(zero_model_states(psi, nd, 1)) == 2 * psi + 2 * psi + 12 * psi / nd
+
+
+def test_full_training_accounting_16_or_18_bytes(arch):
+    llama = arch["llama-2-7b"]
+    fp16 = TrainingSetup("full", "fp16", "adamw", "auto", 16, 2048)
+    bf16 = TrainingSetup("full", "bf16", "adamw", "auto", 16, 2048)
+    states_16 = training_memory(llama, fp16, 1, 1, 1, 0, 1, 1, "full", True)
+    states_18 = training_memory(llama, bf16, 1, 1, 1, 0, 1, 1, "full", True)
+    assert states_16.weights + states_16.gradients + states_16.optimizer == 16 * llama.params
+    assert states_18.weights + states_18.gradients + states_18.optimizer == 18 * llama.params
+
+
+def test_korthikanti_activation_formulas(arch):
+    gpt3 = arch["gpt-3-175b"]
+    s, b, h, a = 2048, 1, 12288, 96
+    assert 5 * a * s / h == 80  # the paper's worked value for GPT-3
+    none = activation_bytes_per_layer(s, b, gpt3, 8, "none", flash_attention=False)
+    selective = activation_bytes_per_layer(s, b, gpt3, 8, "selective", flash_attention=False)
+    full = activation_bytes_per_layer(s, b, gpt3, 8, "full", flash_attention=False)
+    assert none == s * b * h * (34 / 8 + 80 / 8)
+    assert selective == s * b * h * 34 / 8
+    assert full == 2 * s * b * h / 8
+    assert 1 - selective / none == pytest.approx(0.70, abs=0.01)  # "saves 70%" for GPT-3
+    mtnlg = arch["mt-nlg-530b"]
+    ratio = activation_bytes_per_layer(2048, 1, mtnlg, 8, "selective", False) / \
+        activation_bytes_per_layer(2048, 1, mtnlg, 8, "none", False)
+    assert 1 - ratio == pytest.approx(0.65, abs=0.01)  # "saves 65%" for MT-NLG
+    # Unparallelised: sbh(34 + 5as/h)
+    assert activation_bytes_per_layer(s, b, gpt3, 1, "none", False) == s * b * h * (34 + 80)
+    # FlashAttention never stores the s×s scores
+    assert activation_bytes_per_layer(s, b, gpt3, 1, "none", True) == s * b * h * 34
+
+
+def test_weights_70b_bf16_do_not_fit_one_80gb_device(arch):
+    weights = weight_bytes(arch["llama-3.1-70b"], "bf16")
+    assert weights == pytest.approx(141.1e9, rel=0.001)  # domain.md: ~141 GB
+    assert weights > 80 * GIB
+
+
+def test_int4_keeps_embeddings_in_16_bit(arch):
+    llama = arch["llama-2-7b"]
+    embedding = 2 * 32000 * 4096
+    assert weight_bytes(llama, "int4") == (llama.params - embedding) * INT4_BYTES_PER_PARAM + embedding * 2
+
+
+def test_inference_peak_memory_divides_by_tp(arch):
+    llama = arch["llama-3-70b"]
+    one = inference_memory(llama, "bf16", "fp16", 1, 1, 32, 8192)
+    eight = inference_memory(llama, "bf16", "fp16", 8, 1, 32, 8192)
+    assert eight.weights == one.weights / 8
+    assert eight.kv_cache == one.kv_cache / 8 == 32 * 8192 * 327_680 / 8
+    assert one.kv_cache == 32 * 8192 * 327_680  # every sequence at full context at once
+
+
+def test_kv_replicates_when_tp_exceeds_kv_heads(arch):
+    qwen = arch["qwen2.5-7b"]  # 4 KV heads
+    four = inference_memory(qwen, "bf16", "fp16", 4, 1, 8, 4096)
+    eight = inference_memory(qwen, "bf16", "fp16", 8, 1, 8, 4096)  # heads replicate, not split further
+    assert eight.kv_cache == four.kv_cache
+
+
+def test_lora_adapters_count(arch):
+    llama = arch["llama-2-7b"]
+    # r·(d_in + d_out) over q, k, v, o (4096→4096) and gate, up, down (4096↔11008), 32 layers
+    per_layer = 4 * (4096 + 4096) + 3 * (4096 + 11008)
+    assert lora_params(llama, 16) == 16 * per_layer * 32
+
+
+def test_qlora_7b_fits_in_roughly_8_to_16_gb(arch):
+    setup = TrainingSetup("qlora", "bf16", "adamw", "auto", 16, 2048)
+    mem = training_memory(arch["llama-2-7b"], setup, 1, 1, 1, 0, 1, 1, "full", True)
+    assert 4e9 < mem.weights < 5e9  # NF4 base + bf16 embeddings
+    assert 6e9 <= mem.total <= 16e9  # domain.md: "a 7B model fine-tunes in roughly 8-16 GB"
