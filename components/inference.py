@@ -1,0 +1,134 @@
+"""`gpuplan:aws:InferenceEndpoint`: a SageMaker real-time endpoint configured from a plan."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+
+from components import settings
+from planner.plan import Plan
+
+VARIANT = "AllTraffic"
+
+
+@dataclass
+class InferenceEndpointArgs:
+    plan: Plan
+    region: str
+    tags: dict[str, str]
+    output_tokens: int
+    headroom: float = 0.10
+    model_data_url: str | None = None  # s3://bucket/prefix/ (uncompressed) or .../model.tar.gz
+    hf_model_id: str | None = None
+    image_uri: str | None = None
+    max_instance_count: int | None = None
+    kms_key_arn: str | None = None
+    extra_environment: dict[str, str] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        if self.plan.kind != "inference":
+            raise ValueError(f"workload {self.plan.workload} is {self.plan.kind}; InferenceEndpoint serves inference plans")
+        if not (self.model_data_url or self.hf_model_id):
+            raise ValueError("give model_data_url (s3://...) or hf_model_id")
+        if self.model_data_url and not self.model_data_url.startswith("s3://"):
+            raise ValueError(f"model_data_url must be an s3:// URI (got {self.model_data_url!r})")
+        if self.max_instance_count is not None and self.max_instance_count < self.plan.choice.nodes:
+            raise ValueError(f"max_instance_count {self.max_instance_count} is below the planned {self.plan.choice.nodes}")
+
+
+def _s3_parts(url: str) -> tuple[str, str]:
+    bucket, _, key = url.removeprefix("s3://").partition("/")
+    return bucket, key
+
+
+def execution_policy(args: InferenceEndpointArgs, image: str) -> dict:
+    """Least privilege: read the model artifacts, pull the image, write logs and metrics."""
+    statements: list[dict] = [
+        {"Sid": "PullImage", "Effect": "Allow",
+         "Action": ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
+         "Resource": settings.image_repository_arn(image) or f"arn:aws:ecr:{args.region}:*:repository/*"},
+        # GetAuthorizationToken has no resource-level permissions (ECR service authorization reference).
+        {"Sid": "EcrToken", "Effect": "Allow", "Action": ["ecr:GetAuthorizationToken"], "Resource": "*"},
+        {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+         "Resource": f"arn:aws:logs:{args.region}:*:log-group:/aws/sagemaker/Endpoints/*"},
+        # PutMetricData has no resource-level permissions; the namespace condition narrows it.
+        {"Sid": "Metrics", "Effect": "Allow", "Action": ["cloudwatch:PutMetricData"], "Resource": "*",
+         "Condition": {"StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/Endpoints", "/aws/sagemaker/*"]}}},
+    ]
+    if args.model_data_url:
+        bucket, key = _s3_parts(args.model_data_url)
+        prefix = key.rsplit("/", 1)[0] + "/" if key.endswith(".tar.gz") else key
+        statements += [
+            {"Sid": "ReadModel", "Effect": "Allow", "Action": ["s3:GetObject"],
+             "Resource": f"arn:aws:s3:::{bucket}/{prefix}*"},
+            {"Sid": "ListModel", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": f"arn:aws:s3:::{bucket}",
+             "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*"]}}},
+        ]
+    if args.kms_key_arn:
+        statements.append({"Sid": "Kms", "Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+                           "Resource": args.kms_key_arn})
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+class InferenceEndpoint(pulumi.ComponentResource):
+    """Role, Model, EndpointConfiguration, Endpoint and target-tracking autoscaling for one plan."""
+
+    def __init__(self, name: str, args: InferenceEndpointArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        args.validate()  # before any child exists
+        super().__init__("gpuplan:aws:InferenceEndpoint", name, None, opts)
+        plan = args.plan
+        child = pulumi.ResourceOptions(parent=self)
+        image = args.image_uri or settings.image_uri(plan, args.region)
+        tags = {**args.tags}
+
+        self.role = aws.iam.Role(f"{name}-role", assume_role_policy=json.dumps({
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"},
+                           "Action": "sts:AssumeRole"}]}), tags=tags, opts=child)
+        self.role_policy = aws.iam.RolePolicy(f"{name}-role-policy", role=self.role.id,
+                                              policy=json.dumps(execution_policy(args, image)), opts=child)
+        environment = {**settings.container_environment(plan, args.hf_model_id, args.headroom), **args.extra_environment}
+        container = aws.sagemaker.ModelPrimaryContainerArgs(image=image, environment=environment)
+        if args.model_data_url and args.model_data_url.endswith(".tar.gz"):
+            container.model_data_url = args.model_data_url
+        elif args.model_data_url:  # an uncompressed prefix: SageMaker copies it as is, no tarball to unpack
+            container.model_data_source = aws.sagemaker.ModelPrimaryContainerModelDataSourceArgs(s3_data_sources=[
+                aws.sagemaker.ModelPrimaryContainerModelDataSourceS3DataSourceArgs(
+                    s3_uri=args.model_data_url, s3_data_type="S3Prefix", compression_type="None")])
+        self.model = aws.sagemaker.Model(f"{name}-model", execution_role_arn=self.role.arn, primary_container=container,
+                                         tags=tags, opts=pulumi.ResourceOptions(parent=self, depends_on=[self.role_policy]))
+        timeout = settings.startup_timeout_s(plan)
+        variant: dict = {"variant_name": VARIANT, "model_name": self.model.name,
+                         "instance_type": f"ml.{plan.choice.instance_type}",
+                         "initial_instance_count": plan.choice.nodes,
+                         "model_data_download_timeout_in_seconds": timeout,
+                         "container_startup_health_check_timeout_in_seconds": timeout}
+        volume = settings.volume_size_gb(plan)
+        if volume is not None:
+            variant["volume_size_in_gb"] = volume
+        self.endpoint_config = aws.sagemaker.EndpointConfiguration(
+            f"{name}-config", production_variants=[variant], kms_key_arn=args.kms_key_arn if volume else None,
+            tags=tags, opts=child)
+        self.endpoint = aws.sagemaker.Endpoint(f"{name}-endpoint", endpoint_config_name=self.endpoint_config.name,
+                                               tags=tags, opts=child)
+        max_count = args.max_instance_count or plan.choice.nodes * 2
+        self.scaling_target = aws.appautoscaling.Target(
+            f"{name}-scaling-target", service_namespace="sagemaker",
+            scalable_dimension="sagemaker:variant:DesiredInstanceCount",
+            resource_id=pulumi.Output.concat("endpoint/", self.endpoint.name, "/variant/", VARIANT),
+            min_capacity=plan.choice.nodes, max_capacity=max_count, opts=child)
+        self.scaling_policy = aws.appautoscaling.Policy(
+            f"{name}-scaling-policy", policy_type="TargetTrackingScaling", service_namespace="sagemaker",
+            scalable_dimension=self.scaling_target.scalable_dimension, resource_id=self.scaling_target.resource_id,
+            target_tracking_scaling_policy_configuration={
+                "target_value": settings.invocations_per_instance_target(plan, args.output_tokens),
+                "predefined_metric_specification": {"predefined_metric_type": "SageMakerVariantInvocationsPerInstance"},
+                "scale_in_cooldown": 300, "scale_out_cooldown": 60},
+            opts=child)
+        self.endpoint_name = self.endpoint.name
+        self.register_outputs({"endpoint_name": self.endpoint.name, "endpoint_config_name": self.endpoint_config.name,
+                               "role_arn": self.role.arn, "instance_type": f"ml.{plan.choice.instance_type}",
+                               "initial_instance_count": plan.choice.nodes})

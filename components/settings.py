@@ -1,0 +1,110 @@
+"""Deployment settings derived from a plan: container image and environment, timeouts, volumes.
+Pure functions (no Pulumi), so tests and `gpuplan check` build the same values the components do."""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+from importlib import resources
+
+import yaml
+
+from planner.plan import Plan
+
+# Model download: SageMaker pulls artifacts from S3 at a few hundred MB/s per instance; budget
+# 100 MB/s so a 141 GB model gets ~24 min, within SageMaker's 3,600 s ceiling for both timeouts.
+DOWNLOAD_BYTES_PER_S = 100e6
+MIN_TIMEOUT_S, MAX_TIMEOUT_S = 600, 3600
+# Families whose instances carry local NVMe: SageMaker rejects VolumeSizeInGB for them.
+NVME_FAMILIES = {"g5", "g6", "g6e", "p4d", "p4de", "p5", "p5e", "p5en", "trn1"}
+ENGINE_FAMILY_VENDOR = {"aws-neuron": "aws-neuron"}
+
+
+@cache
+def _images() -> dict:
+    return yaml.safe_load(resources.files("components.data").joinpath("images.yaml").read_text())
+
+
+def vendor(plan: Plan) -> str:
+    return "aws-neuron" if plan.choice.accelerator in ("Inferentia2", "Trainium") else "nvidia"
+
+
+def image_uri(plan: Plan, region: str) -> str:
+    data = _images()
+    entry = data["images"][vendor(plan)][plan.engine]
+    return f"{data['registry_account']}.dkr.ecr.{region}.amazonaws.com/{entry['repository']}:{entry['tag']}"
+
+
+def image_repository_arn(image: str) -> str | None:
+    """arn:aws:ecr:REGION:ACCOUNT:repository/NAME for an ECR image URI; None for other registries."""
+    host, _, rest = image.partition("/")
+    parts = host.split(".")
+    if len(parts) < 6 or parts[1:3] != ["dkr", "ecr"]:
+        return None
+    repository = rest.rsplit("@", 1)[0].rsplit(":", 1)[0]
+    return f"arn:aws:ecr:{parts[3]}:{parts[0]}:repository/{repository}"
+
+
+def ami_parameter(plan: Plan) -> str:
+    return _images()["amis"][vendor(plan)]
+
+
+def container_environment(plan: Plan, hf_model_id: str | None, headroom: float) -> dict[str, str]:
+    """The engine's own knobs set from the plan, so it allocates the memory the plan assumed."""
+    style = _images()["images"][vendor(plan)][plan.engine]
+    lay = plan.layout
+    env: dict[str, str] = {}
+    if hf_model_id:
+        env["HF_MODEL_ID"] = hf_model_id
+    devices = lay.tensor_parallel * lay.pipeline_parallel
+    if style["style"] == "tgi":
+        env.update({"SM_NUM_GPUS": str(lay.tensor_parallel),
+                    "MAX_TOTAL_TOKENS": str(plan.max_context_tokens),
+                    "MAX_INPUT_TOKENS": str(plan.max_context_tokens - 1),
+                    "MAX_CONCURRENT_REQUESTS": str(lay.batch_per_replica),
+                    "CUDA_MEMORY_FRACTION": f"{1 - headroom:.2f}"})
+        quantize = {"fp8": "fp8", "int4": "awq", "int8": "eetq"}.get(plan.model.precision)
+        if quantize:
+            env["HF_MODEL_QUANTIZE"] = quantize
+        return env
+    cores = 2 if vendor(plan) == "aws-neuron" else 1  # LMI counts NeuronCores for Inferentia/Trainium
+    env.update({"OPTION_ROLLING_BATCH": style["rolling_batch"],
+                "OPTION_TENSOR_PARALLEL_DEGREE": str(lay.tensor_parallel * cores),
+                "OPTION_MAX_ROLLING_BATCH_SIZE": str(lay.batch_per_replica),
+                "OPTION_MAX_MODEL_LEN": str(plan.max_context_tokens),
+                "OPTION_DTYPE": {"fp32": "fp32", "fp16": "fp16"}.get(plan.model.precision, "bf16"),
+                "OPTION_GPU_MEMORY_UTILIZATION": f"{1 - headroom:.2f}"})
+    if lay.pipeline_parallel > 1:
+        env["OPTION_PIPELINE_PARALLEL_DEGREE"] = str(lay.pipeline_parallel)
+    quantize = {"fp8": "fp8", "int4": "awq", "int8": "bitsandbytes8"}.get(plan.model.precision)
+    if quantize:
+        env["OPTION_QUANTIZE"] = quantize
+    per_instance = plan.choice.accelerators_per_node // devices if devices <= plan.choice.accelerators_per_node else 1
+    if per_instance > 1:  # LMI starts one worker per TP group on the instance
+        env["SERVING_MIN_WORKERS"] = env["SERVING_MAX_WORKERS"] = str(per_instance)
+    return env
+
+
+def startup_timeout_s(plan: Plan) -> int:
+    weights = plan.memory.per_device_bytes["weights"] * plan.layout.tensor_parallel * plan.layout.pipeline_parallel
+    return int(min(MAX_TIMEOUT_S, max(MIN_TIMEOUT_S, math.ceil(weights / DOWNLOAD_BYTES_PER_S))))
+
+
+def volume_size_gb(plan: Plan) -> int | None:
+    """Room for the model twice over (download and unpacked copy); None where SageMaker forbids it."""
+    if plan.choice.family in NVME_FAMILIES:
+        return None
+    weights = plan.memory.per_device_bytes["weights"] * plan.layout.tensor_parallel * plan.layout.pipeline_parallel
+    return int(min(512, max(30, math.ceil(2 * weights / 1e9) + 10)))
+
+
+def invocations_per_instance_target(plan: Plan, output_tokens: int, utilisation: float = 0.7) -> float:
+    """Target tracking value: 70% (AWS's example) of the requests per minute one instance sustains."""
+    per_instance_tokens = plan.performance.output_tokens_per_s / plan.choice.nodes
+    return max(1.0, round(per_instance_tokens / output_tokens * 60 * utilisation, 1))
+
+
+def root_volume_gb(plan: Plan) -> int:
+    """Root volume for the DLAMI plus one full checkpoint's model states per node."""
+    states = sum(plan.memory.per_device_bytes[k] for k in ("weights", "gradients", "optimizer"))
+    return int(min(16384, max(200, math.ceil(states * plan.choice.accelerators_per_node / 1e9) + 150)))
