@@ -58,6 +58,21 @@ def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--w
 
 
 @app.command()
+def check(file: Path = FileArg, format: Format = typer.Option(Format.table, "--format", "-f"),
+          policy_config: Optional[Path] = typer.Option(None, "--policy-config",
+                                                       help="Policy config JSON, as for --policy-pack-config")) -> None:
+    """Run the policy pack's rules on the plans offline; exit 1 on a mandatory violation."""
+    from gpuplan.check import check_file, load_policy_config, render_markdown, render_text
+
+    report = guarded(lambda: check_file(file, load_policy_config(policy_config)))
+    render = {Format.json: lambda r: r.model_dump_json(indent=2) + "\n", Format.markdown: render_markdown,
+              Format.table: render_text}[format]
+    sys.stdout.write(render(report))
+    if not report.passed:
+        raise typer.Exit(1)
+
+
+@app.command()
 def models() -> None:
     """List the bundled model architectures."""
     from rich.console import Console

@@ -40,6 +40,7 @@ def plan_tags(plan: Plan, w: Workload, environment: str = "production") -> dict[
         PREFIX + "headroom": f"{w.constraints.memory_headroom:g}",
         PREFIX + "monthly-usd": f"{plan.cost.usd_per_month:.2f}",
         PREFIX + "environment": environment,
+        PREFIX + "region": plan.choice.region,
     }
     if w.kind == "inference":
         tags[PREFIX + "serving"] = _pairs({"ctx": w.serving.max_context_tokens, "kv": w.serving.kv_cache_precision,
@@ -63,6 +64,7 @@ class TaggedWorkload:
     headroom: float
     monthly_usd: float | None
     environment: str
+    region: str
 
     def int_of(self, key: str, default: int = 1) -> int:
         return int(float(self.layout.get(key, default)))
@@ -79,7 +81,8 @@ def read_tags(tags: dict) -> TaggedWorkload | None:
         precision=tags.get(PREFIX + "precision", "bf16"), layout=_unpairs(tags.get(PREFIX + "layout", "")),
         details=_unpairs(tags.get(PREFIX + ("serving" if kind == "inference" else "training"), "")),
         headroom=float(tags.get(PREFIX + "headroom", 0.10)),
-        monthly_usd=float(monthly) if monthly else None, environment=tags.get(PREFIX + "environment", "production"))
+        monthly_usd=float(monthly) if monthly else None, environment=tags.get(PREFIX + "environment", "production"),
+        region=tags.get(PREFIX + "region", "us-east-1"))
 
 
 def required_memory(tagged: TaggedWorkload, catalog: Catalog, instance_type: str) -> MemoryBreakdown | str:

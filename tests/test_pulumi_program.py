@@ -159,3 +159,16 @@ def test_bad_stack_config_fails_with_one_message(change, message):
     with pytest.raises(pulumi.RunError) as err:
         run_program(config)
     assert message in str(err.value)
+
+
+def test_repository_main_py_registers_the_same_graph(stack):
+    from tests.pulumi_harness import run_main_py
+
+    direct = run_main_py(stack_config())
+    assert sorted((r.type, r.name) for r in direct.resources) == sorted((r.type, r.name) for r in stack.resources)
+
+
+def test_children_are_parented_to_their_component(stack):
+    lt = by_name(stack, "launchTemplate:LaunchTemplate", "pretrain-70b-lt")
+    assert lt.parent and lt.parent.endswith("gpuplan:aws:TrainingCluster::pretrain-70b")
+    assert "gpuplan:aws:TrainingCluster$aws:ec2/launchTemplate:LaunchTemplate::pretrain-70b-lt" in lt.urn

@@ -1,0 +1,118 @@
+"""`gpuplan check`: plan, synthesize the resources the components would register (offline, under
+Pulumi's mocks), and run every policy rule on them, as `pulumi preview --policy-pack` would."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from planner import plan_workloads
+from planner.errors import SpecError
+from planner.spec import STACK_CATALOG_KEY, STACK_KEY, WorkloadFile, load_workloads, read_yaml
+
+OFFLINE_VPC, OFFLINE_SUBNET, OFFLINE_MODEL = "vpc-offline", "subnet-offline", "offline/placeholder-model"
+
+
+class CheckViolation(BaseModel):
+    policy: str
+    level: str
+    resource: str
+    message: str
+
+
+class WorkloadVerdict(BaseModel):
+    workload: str
+    instance_type: str
+    nodes: int
+    violations: list[CheckViolation]
+
+
+class CheckReport(BaseModel):
+    file: str
+    passed: bool
+    mandatory: int
+    advisory: int
+    workloads: list[WorkloadVerdict]
+    stack: list[CheckViolation]
+
+
+def program_config(path: str | Path, spec: WorkloadFile) -> dict:
+    """The stack config the program runs with: a stack file's own, or a workload file's workloads with
+    placeholders for the environment inputs that only a real deployment needs."""
+    data = read_yaml(path)
+    if isinstance(data, dict) and "config" in data and "workloads" not in data:
+        config = dict(data["config"] or {})
+        if spec.catalog:
+            config[STACK_CATALOG_KEY] = spec.catalog
+        return config
+    region = spec.workloads[0].constraints.region
+    return {STACK_KEY: [w.model_dump(exclude_none=True, mode="json") for w in spec.workloads], "aws:region": region,
+            "gpuplan:vpcId": OFFLINE_VPC, "gpuplan:subnetIds": [OFFLINE_SUBNET],
+            "gpuplan:deployments": {w.name: {"hfModelId": OFFLINE_MODEL} for w in spec.workloads},
+            **({STACK_CATALOG_KEY: spec.catalog} if spec.catalog else {})}
+
+
+def check_file(path: str | Path, policy_config: dict | None = None) -> CheckReport:
+    import pulumi
+
+    from gpuplan.offline import synthesize
+    from policies.resources import Resource
+    from policies.rules import evaluate
+
+    spec = load_workloads(path)
+    plans = plan_workloads(spec)  # SpecError / InfeasibleError surface here, with the planner's messages
+    try:
+        recorder = synthesize(program_config(path, spec))
+    except pulumi.RunError as exc:
+        raise SpecError(str(exc), file=str(path)) from None
+    resources = [Resource(r.type, r.name, r.inputs, r.urn, r.parent) for r in recorder.resources]
+    violations = evaluate(resources, policy_config)
+    by_workload = {p.workload: WorkloadVerdict(workload=p.workload, instance_type=p.choice.instance_type,
+                                               nodes=p.choice.nodes, violations=[]) for p in plans.plans}
+    stack: list[CheckViolation] = []
+    for v in violations:
+        item = CheckViolation(policy=v.policy, level=v.level, resource=v.resource, message=v.message)
+        (by_workload[v.workload].violations if v.workload in by_workload else stack).append(item)
+    mandatory = sum(v.level == "mandatory" for v in violations)
+    return CheckReport(file=str(path), passed=mandatory == 0, mandatory=mandatory,
+                       advisory=sum(v.level == "advisory" for v in violations),
+                       workloads=list(by_workload.values()), stack=stack)
+
+
+def load_policy_config(path: str | Path | None) -> dict | None:
+    """The same JSON file `pulumi preview --policy-pack-config` reads."""
+    if path is None:
+        return None
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise SpecError("file not found", file=str(path)) from None
+    except ValueError as exc:
+        raise SpecError(f"not valid JSON ({exc})", file=str(path)) from None
+
+
+def render_markdown(report: CheckReport) -> str:
+    icon = "✅" if report.passed else "❌"
+    lines = [f"{icon} **Policies: {report.mandatory} mandatory, {report.advisory} advisory violation(s)**", ""]
+    for w in report.workloads + ([WorkloadVerdict(workload="(stack)", instance_type="-", nodes=0,
+                                                  violations=report.stack)] if report.stack else []):
+        if not w.violations:
+            lines.append(f"- `{w.workload}` ({w.instance_type} × {w.nodes}): passes")
+            continue
+        lines.append(f"- `{w.workload}` ({w.instance_type} × {w.nodes}):")
+        lines += [f"  - **{v.level}** `{v.policy}` on `{v.resource}`: {v.message}" for v in w.violations]
+    return "\n".join(lines) + "\n"
+
+
+def render_text(report: CheckReport) -> str:
+    lines = []
+    for w in report.workloads + ([WorkloadVerdict(workload="(stack)", instance_type="-", nodes=0,
+                                                  violations=report.stack)] if report.stack else []):
+        lines.append(f"{w.workload} ({w.instance_type} × {w.nodes}): "
+                     + ("passes" if not w.violations else f"{len(w.violations)} violation(s)"))
+        lines += [f"  [{v.level}] {v.policy} on {v.resource}: {v.message}" for v in w.violations]
+    verdict = "PASSED" if report.passed else "BLOCKED"
+    lines.append(f"{verdict}: {report.mandatory} mandatory, {report.advisory} advisory violation(s)")
+    return "\n".join(lines) + "\n"

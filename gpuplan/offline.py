@@ -1,0 +1,84 @@
+"""Run the Pulumi program without an engine: Pulumi's own unit-test mocks stand in for the CLI and
+the provider, so `gpuplan check` sees exactly the resource properties the components register
+(camelCase, numbers as floats), as the policy pack would during `pulumi preview`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pulumi
+from pulumi.runtime.mocks import MockMonitor
+
+PLACEHOLDER_AMI = "ami-00000000000000000"
+
+
+@dataclass
+class Registered:
+    type: str
+    name: str
+    inputs: dict
+    outputs: dict
+    urn: str = ""
+    parent: str | None = None
+
+
+@dataclass
+class Recorder(pulumi.runtime.Mocks):
+    """Answers every registration like a provider would (computed names and ARNs are unknown in preview)."""
+
+    preview: bool = False
+    resources: list[Registered] = field(default_factory=list)
+    calls: list[tuple[str, dict]] = field(default_factory=list)
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        outputs = dict(args.inputs)
+        physical = f"{args.name}-1a2b3c"
+        if not self.preview:
+            if args.typ.startswith(("aws:sagemaker/", "aws:iam/", "aws:ec2/placementGroup")):
+                outputs.setdefault("name", physical)
+            if args.typ.startswith("aws:"):
+                service = args.typ.split(":")[1].split("/")[0]
+                outputs.setdefault("arn", f"arn:aws:{service}:us-east-1:123456789012:{physical}")
+            if args.typ == "aws:ec2/launchTemplate:LaunchTemplate":
+                outputs["latestVersion"] = 1
+        self.resources.append(Registered(args.typ, args.name, dict(args.inputs), outputs))
+        return ("" if self.preview else f"{physical}-id"), outputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        self.calls.append((args.token, dict(args.args)))
+        if args.token == "aws:ssm/getParameter:getParameter":
+            return {"name": args.args["name"], "value": PLACEHOLDER_AMI, "type": "String", "id": args.args["name"]}
+        return {}
+
+    def of_type(self, suffix: str) -> list[Registered]:
+        return [r for r in self.resources if r.type.endswith(suffix)]
+
+
+class _ParentMonitor(MockMonitor):
+    """Keeps each registration's URN and parent URN, which the mock's resource args leave out."""
+
+    def __init__(self, mocks: Recorder) -> None:
+        super().__init__(mocks)
+        self.lineage: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def RegisterResource(self, request):  # noqa: N802 (the gRPC method name)
+        self.lineage[(request.type, request.name)] = (self.make_urn(request.parent, request.type, request.name),
+                                                      request.parent)
+        return super().RegisterResource(request)
+
+
+def synthesize(config: dict, preview: bool = False, project: str = "gpuplan") -> Recorder:
+    """Run components.program.main() with `config` ({"ns:key": value}); values are handed over as the
+    engine hands them, JSON strings for structured ones. pulumi.RunError carries a config problem."""
+    from components.program import main
+
+    recorder = Recorder(preview=preview)
+    monitor = _ParentMonitor(recorder)
+    pulumi.runtime.set_mocks(recorder, project=project, stack="offline", preview=preview, monitor=monitor)
+    pulumi.runtime.set_all_config({k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()})
+    pulumi.runtime.test(main)()
+    for r in recorder.resources:
+        r.urn, r.parent = monitor.lineage.get((r.type, r.name), ("", None))
+        r.parent = r.parent or None
+    return recorder
