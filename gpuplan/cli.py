@@ -73,6 +73,51 @@ def check(file: Path = FileArg, format: Format = typer.Option(Format.table, "--f
 
 
 @app.command()
+def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAML or stack file"),
+         base: Optional[Path] = typer.Option(None, "--base", help="The file before the change"),
+         base_ref: Optional[str] = typer.Option(None, "--base-ref", help="Read the base from git at this ref, e.g. origin/main"),
+         format: Format = typer.Option(Format.markdown, "--format", "-f"),
+         skip_no_diff: bool = typer.Option(False, "--skip-no-diff", help="Print nothing when no workload changed"),
+         fail_above_percent: Optional[float] = typer.Option(None, "--fail-above-percent", min=0),
+         fail_above_usd: Optional[float] = typer.Option(None, "--fail-above-usd", min=0),
+         policy_config: Optional[Path] = typer.Option(None, "--policy-config"),
+         policies: bool = typer.Option(True, "--policies/--no-policies", help="Add gpuplan check's verdicts on the head")) -> None:
+    """The pull-request cost comment: monthly cost before and after, per workload, with policy verdicts."""
+    from gpuplan import costdiff
+    from planner import PlanSet, plan_file
+
+    if (base is None) == (base_ref is None):
+        fail("give exactly one of --base FILE or --base-ref REF", 2)
+
+    def build():
+        base_path = base if base is not None else costdiff.base_from_git(head, base_ref)
+        try:
+            before = plan_file(base_path) if base_path is not None else PlanSet(plans=[])
+        finally:
+            if base_ref is not None and base_path is not None:
+                base_path.unlink(missing_ok=True)
+        after = plan_file(head)
+        verdicts = None
+        if policies:
+            from gpuplan.check import check_file, load_policy_config
+
+            verdicts = check_file(head, load_policy_config(policy_config))
+        return costdiff.compare(before, after, str(base or f"{base_ref}:{head}"), str(head), verdicts)
+
+    diff = guarded(build)
+    if skip_no_diff and not diff.changed:
+        return
+    render = {Format.markdown: costdiff.render_markdown, Format.json: costdiff.render_json,
+              Format.table: costdiff.render_table}[format]
+    sys.stdout.write(render(diff))
+    breach = costdiff.guardrail_breach(diff, fail_above_percent, fail_above_usd)
+    if breach:
+        fail(f"cost guardrail: {breach}", 1)
+    if diff.policies is not None and not diff.policies.passed:
+        fail(f"{diff.policies.mandatory} mandatory policy violation(s) on the head", 1)
+
+
+@app.command()
 def models() -> None:
     """List the bundled model architectures."""
     from rich.console import Console
