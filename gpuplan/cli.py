@@ -174,5 +174,74 @@ def catalog_show(instance_type: str = typer.Argument(...), catalog: Optional[Pat
     typer.echo(yaml.safe_dump(data, sort_keys=False, width=120))
 
 
+@catalog_app.command("refresh")
+def catalog_refresh(region: list[str] = typer.Option(["us-east-1", "us-west-2", "eu-west-1"], "--region"),
+                    out: Path = typer.Option(Path("catalog.refreshed.yaml"), "--out"),
+                    only: Optional[list[str]] = typer.Option(None, "--type", help="Refresh only these instance types"),
+                    catalog: Optional[Path] = CatalogOpt) -> None:
+    """Read live specs and prices from AWS (EC2, Price List API) into a catalog file with sources and dates."""
+    import yaml
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from planner import aws
+    from planner import catalog as catalog_mod
+
+    base = guarded(lambda: catalog_mod.load(catalog))
+    unknown = [t for t in only or [] if base.instance(t) is None]
+    if unknown:
+        fail(f"--type: unknown instance type(s) {', '.join(unknown)}; see `gpuplan catalog list`", 2)
+    console = Console(stderr=True)
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
+                  transient=True) as progress:
+        task = progress.add_task("connecting", total=None)
+        try:
+            fresh, changes = aws.refresh_catalog(base, region, only, progress=lambda m: progress.update(task, description=m))
+        except aws.AwsError as exc:
+            fail(str(exc), 2)
+    data = fresh.model_dump(by_alias=True, exclude_none=True, mode="json")
+    out.write_text("# Written by `gpuplan catalog refresh`; use it with --catalog or the spec's catalog: key.\n"
+                   + yaml.safe_dump(data, sort_keys=False, width=120))
+    typer.echo(f"wrote {out}: {len(fresh.instance_types)} instance types, regions {', '.join(region)}")
+    for change in changes:
+        typer.echo(f"  {change.instance_type}: {change.what}")
+    if not changes:
+        typer.echo("  no changes against the base catalog")
+
+
+@app.command()
+def preflight(file: Path = FileArg, region: Optional[str] = RegionOpt, catalog: Optional[Path] = CatalogOpt,
+              subnet: Optional[str] = typer.Option(None, "--subnet", help="Training subnet (a stack file's gpuplan:subnetIds otherwise)")) -> None:
+    """Check the account's quotas, zone offerings and capacity reservations for each plan (boto3)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from planner import aws, plan_file
+    from planner import catalog as catalog_mod
+    from planner.spec import load_workloads, read_yaml
+
+    plans = guarded(lambda: plan_file(file, catalog, region))
+    spec = guarded(lambda: load_workloads(file))
+    data = guarded(lambda: read_yaml(file))
+    config = (data.get("config") or {}) if isinstance(data, dict) and "config" in data else {}
+    default_subnet = subnet or next(iter(config.get("gpuplan:subnetIds") or []), None)
+    deployments = config.get("gpuplan:deployments") or {}
+    subnets = {w.name: (deployments.get(w.name) or {}).get("subnetId") or default_subnet for w in spec.workloads}
+    cat = guarded(lambda: catalog_mod.load(catalog or spec.catalog))
+    try:
+        checks = aws.preflight(plans.plans, cat, {k: v for k, v in subnets.items() if v})
+    except aws.AwsError as exc:
+        fail(str(exc), 2)
+    table = Table("workload", "check", "required", "available", "ok", box=None)
+    for c in checks:
+        table.add_row(c.workload, c.check, c.required, c.available, "✔" if c.ok else "✘")
+    Console(width=160).print(table)
+    failed = [c for c in checks if not c.ok]
+    for c in failed:
+        typer.echo(f"{c.workload}: {c.check}: {c.action}")
+    if failed:
+        raise typer.Exit(1)
+
+
 def main() -> None:
     app()
