@@ -12,7 +12,8 @@ from planner import plan_workloads
 from planner.errors import SpecError
 from planner.spec import STACK_CATALOG_KEY, STACK_KEY, WorkloadFile, load_workloads, read_yaml
 
-OFFLINE_VPC, OFFLINE_SUBNET, OFFLINE_MODEL = "vpc-offline", "subnet-offline", "offline/placeholder-model"
+# Stand-ins for the environment inputs a real deployment supplies; no rule reads them.
+OFFLINE_VPC, OFFLINE_SUBNET, OFFLINE_MODEL = "vpc-offline", "subnet-offline", "offline/model-not-deployed"
 
 
 class CheckViolation(BaseModel):
@@ -40,7 +41,7 @@ class CheckReport(BaseModel):
 
 def program_config(path: str | Path, spec: WorkloadFile) -> dict:
     """The stack config the program runs with: a stack file's own, or a workload file's workloads with
-    placeholders for the environment inputs that only a real deployment needs."""
+    stand-ins for the environment inputs that only a real deployment needs."""
     data = read_yaml(path)
     if isinstance(data, dict) and "config" in data and "workloads" not in data:
         config = dict(data["config"] or {})
