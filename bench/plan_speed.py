@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import yaml  # noqa: E402
 
 from planner.catalog import Catalog, bundled  # noqa: E402
+from planner.errors import InfeasibleError  # noqa: E402
 from planner.search import plan_workload  # noqa: E402
 from planner.spec import parse_workloads  # noqa: E402
 
@@ -61,7 +62,7 @@ def main() -> None:
             try:
                 chosen = plan_workload(w, catalog).choice
                 label = f"{chosen.instance_type} × {chosen.nodes}"
-            except Exception as exc:  # an infeasible size still costs a full search
+            except InfeasibleError as exc:  # an infeasible size still costs a full search
                 label = type(exc).__name__
             seconds = _time(lambda: _try(w, catalog), repeats)
             print(f"{spec['name']:<12} {max_nodes:>9} {seconds * 1e3:>10.1f}  {label}")
@@ -87,7 +88,7 @@ def main() -> None:
 def _try(w, catalog):
     try:
         plan_workload(w, catalog)
-    except Exception:
+    except InfeasibleError:
         pass
 
 

@@ -17,7 +17,6 @@ DOWNLOAD_BYTES_PER_S = 100e6
 MIN_TIMEOUT_S, MAX_TIMEOUT_S = 600, 3600
 # Families whose instances carry local NVMe: SageMaker rejects VolumeSizeInGB for them.
 NVME_FAMILIES = {"g5", "g6", "g6e", "p4d", "p4de", "p5", "p5e", "p5en", "trn1"}
-ENGINE_FAMILY_VENDOR = {"aws-neuron": "aws-neuron"}
 
 
 @cache
@@ -26,7 +25,7 @@ def _images() -> dict:
 
 
 def vendor(plan: Plan) -> str:
-    return "aws-neuron" if plan.choice.accelerator in ("Inferentia2", "Trainium") else "nvidia"
+    return plan.choice.accelerator_vendor
 
 
 def image_uri(plan: Plan, region: str) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from planner import plan_workloads
+from planner import PlanSet, plan_workloads
 from planner.errors import SpecError
 from planner.spec import STACK_CATALOG_KEY, STACK_KEY, WorkloadFile, load_workloads, read_yaml
 
@@ -55,15 +55,17 @@ def program_config(path: str | Path, spec: WorkloadFile) -> dict:
             **({STACK_CATALOG_KEY: spec.catalog} if spec.catalog else {})}
 
 
-def check_file(path: str | Path, policy_config: dict | None = None) -> CheckReport:
+def check_file(path: str | Path, policy_config: dict | None = None, spec: WorkloadFile | None = None,
+               plans: PlanSet | None = None) -> CheckReport:
+    """`spec` and `plans`, when the caller already has them for `path`, spare a second read and plan."""
     import pulumi
 
     from gpuplan.offline import synthesize
     from policies.resources import Resource
     from policies.rules import evaluate
 
-    spec = load_workloads(path)
-    plans = plan_workloads(spec)  # SpecError / InfeasibleError surface here, with the planner's messages
+    spec = spec or load_workloads(path)
+    plans = plans or plan_workloads(spec)  # SpecError / InfeasibleError surface here, with the planner's messages
     try:
         recorder = synthesize(program_config(path, spec))
     except pulumi.RunError as exc:

@@ -84,7 +84,8 @@ def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAM
          policies: bool = typer.Option(True, "--policies/--no-policies", help="Add gpuplan check's verdicts on the head")) -> None:
     """The pull-request cost comment: monthly cost before and after, per workload, with policy verdicts."""
     from gpuplan import costdiff
-    from planner import PlanSet, plan_file
+    from planner import PlanSet, plan_file, plan_workloads
+    from planner.spec import load_workloads
 
     if (base is None) == (base_ref is None):
         fail("give exactly one of --base FILE or --base-ref REF", 2)
@@ -96,12 +97,13 @@ def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAM
         finally:
             if base_ref is not None and base_path is not None:
                 base_path.unlink(missing_ok=True)
-        after = plan_file(head)
+        head_spec = load_workloads(head)
+        after = plan_workloads(head_spec)
         verdicts = None
         if policies:
             from gpuplan.check import check_file, load_policy_config
 
-            verdicts = check_file(head, load_policy_config(policy_config))
+            verdicts = check_file(head, load_policy_config(policy_config), head_spec, after)
         return costdiff.compare(before, after, str(base or f"{base_ref}:{head}"), str(head), verdicts)
 
     diff = guarded(build)
@@ -216,13 +218,13 @@ def preflight(file: Path = FileArg, region: Optional[str] = RegionOpt, catalog: 
     from rich.console import Console
     from rich.table import Table
 
-    from planner import aws, plan_file
+    from planner import aws, plan_workloads
     from planner import catalog as catalog_mod
     from planner.spec import load_workloads, read_yaml
 
-    plans = guarded(lambda: plan_file(file, catalog, region))
     spec = guarded(lambda: load_workloads(file))
-    data = guarded(lambda: read_yaml(file))
+    plans = guarded(lambda: plan_workloads(spec, catalog, region))
+    data = read_yaml(file)  # read once already by load_workloads, so it parses
     config = (data.get("config") or {}) if isinstance(data, dict) and "config" in data else {}
     default_subnet = subnet or next(iter(config.get("gpuplan:subnetIds") or []), None)
     deployments = config.get("gpuplan:deployments") or {}

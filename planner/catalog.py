@@ -15,8 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from planner.errors import SpecError
 from planner.units import MIB
 
-TFLOPS_KEYS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
-
 
 class Supports(BaseModel):
     fp8: bool = False

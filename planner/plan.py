@@ -10,6 +10,7 @@ class Choice(BaseModel):
     instance_type: str
     family: str
     accelerator: str
+    accelerator_vendor: str
     accelerators_per_node: int
     nodes: int
     deploy_target: str

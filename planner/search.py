@@ -111,6 +111,7 @@ def _plan(w: Workload, cand: Candidate, target: str, alternatives: list[Candidat
     hours = _hours(w)
     required = cand.memory.total
     choice = Choice(instance_type=cand.itype.name, family=cand.itype.family, accelerator=accel.name,
+                    accelerator_vendor=accel.vendor,
                     accelerators_per_node=cand.itype.accelerators_per_node, nodes=cand.nodes,
                     deploy_target=target, purchase=w.constraints.purchase, region=w.constraints.region)
     memory = PlanMemory(per_device_bytes=cand.memory.as_dict(), required_per_device_bytes=required,

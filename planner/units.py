@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-KIB = 1024
 MIB = 1024**2
 GIB = 1024**3
 GB = 1e9
 TERA = 1e12
 HOURS_PER_MONTH = 730.0  # AWS billing convention: 8,760 h / 12
-
-PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 
 # Group-wise int4 (GPTQ/AWQ, group 128) stores one fp16 scale and one fp16 zero point per 128
 # weights: 0.5 + 4/128 = 0.53125 B/param, inside the 0.53-0.56 B/param domain.md quotes.

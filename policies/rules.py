@@ -69,6 +69,17 @@ def fitting_types(tagged: TaggedWorkload, catalog: Catalog, service: str, headro
     return [f"{name} (${usd:,.2f}/h)" for usd, name in sorted(fits)[:SUGGESTIONS]]
 
 
+def _planned_types(resource: Resource, catalog: Catalog):
+    """(plan, catalog instance type, count) for each catalog type a planned resource names."""
+    tagged = _planned(resource)
+    if tagged is None:
+        return
+    for instance_type, count in instance_slots(resource):
+        itype = catalog.instance(instance_type)
+        if itype is not None:
+            yield tagged, itype, count
+
+
 def accelerator_memory_fits(resource: Resource, config: dict, catalog: Catalog) -> Iterable[Finding]:
     tagged = _planned(resource)
     if tagged is None:
@@ -119,26 +130,16 @@ def instance_family_allowed(resource: Resource, config: dict, catalog: Catalog) 
 
 
 def tensor_parallel_within_node(resource: Resource, config: dict, catalog: Catalog) -> Iterable[Finding]:
-    tagged = _planned(resource)
-    if tagged is None:
-        return
-    tp = tagged.int_of("tp")
-    for instance_type, _ in instance_slots(resource):
-        itype = catalog.instance(instance_type)
-        if itype and tp > itype.accelerators_per_node:
-            yield Finding(f"tensor parallel {tp} spans nodes: {instance_type} has {itype.accelerators_per_node} "
+    for tagged, itype, _ in _planned_types(resource, catalog):
+        tp = tagged.int_of("tp")
+        if tp > itype.accelerators_per_node:
+            yield Finding(f"tensor parallel {tp} spans nodes: {itype.name} has {itype.accelerators_per_node} "
                           "accelerators; TP all-reduces twice per layer and must stay inside one NVLink domain "
                           "(use pipeline or data parallelism across nodes)", tagged.workload)
 
 
 def precision_supported(resource: Resource, config: dict, catalog: Catalog) -> Iterable[Finding]:
-    tagged = _planned(resource)
-    if tagged is None:
-        return
-    for instance_type, _ in instance_slots(resource):
-        itype = catalog.instance(instance_type)
-        if itype is None:
-            continue
+    for tagged, itype, _ in _planned_types(resource, catalog):
         accel = catalog.accelerator(itype.accelerator)
         p, s = tagged.precision, accel.supports
         problem = None
@@ -155,28 +156,22 @@ def precision_supported(resource: Resource, config: dict, catalog: Catalog) -> I
         if tagged.kind == "inference" and tagged.details.get("kv") == "fp8" and not s.fp8:
             problem = f"{accel.name} cannot hold an fp8 KV cache"
         if problem:
-            yield Finding(f"{instance_type}: precision {p}: {problem}", tagged.workload)
+            yield Finding(f"{itype.name}: precision {p}: {problem}", tagged.workload)
 
 
 def monthly_budget(resource: Resource, config: dict, catalog: Catalog) -> Iterable[Finding]:
-    tagged = _planned(resource)
-    if tagged is None:
-        return
-    ceiling = (config.get("workloadBudgets") or {}).get(tagged.workload, config.get("maxUsdPerMonth"))
-    if ceiling is None:
-        return
-    for instance_type, count in instance_slots(resource):
-        itype = catalog.instance(instance_type)
-        if itype is None:
-            continue
+    for tagged, itype, count in _planned_types(resource, catalog):
+        ceiling = (config.get("workloadBudgets") or {}).get(tagged.workload, config.get("maxUsdPerMonth"))
+        if ceiling is None:
+            return
         nodes = count if count is not None else tagged.int_of("nodes")
         price = hourly_price(catalog, itype, tagged.region, _service(resource), "on-demand")
         if isinstance(price, str):
-            yield Finding(f"{instance_type}: cannot price ({price})", tagged.workload)
+            yield Finding(f"{itype.name}: cannot price ({price})", tagged.workload)
             continue
         monthly = price.usd_per_hour * nodes * HOURS_PER_MONTH
         if monthly > float(ceiling):
-            yield Finding(f"{instance_type} × {nodes} costs ${monthly:,.0f}/month on demand, over the ${float(ceiling):,.0f} "
+            yield Finding(f"{itype.name} × {nodes} costs ${monthly:,.0f}/month on demand, over the ${float(ceiling):,.0f} "
                           f"budget for {tagged.workload}", tagged.workload)
 
 
