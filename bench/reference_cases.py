@@ -1,95 +1,93 @@
-"""The published measurements of ../shared/docs/reference-public.md as data, and how the planner's
-estimators predict each one. Used by bench/accuracy.py and by the tests."""
+"""The published measurements of bench/data/reference.yaml, and how the planner's estimators predict
+each one. Used by bench/accuracy.py, bench/calibrate.py and the tests."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import yaml
 
 from planner.catalog import Catalog
 from planner.memory import TrainingSetup, training_model_states
-from planner.performance import TrainingLayout, decode_step, training_step
+from planner.performance import decode_step, serving_estimate
 from planner.presets import presets
+from planner.training_time import TrainingLayout, model_flops_per_token, training_step, training_work
+
+DATA = Path(__file__).resolve().parent / "data" / "reference.yaml"
+GPT_FAST_CONTEXT = 5 + 200 / 2  # prompt of 5 tokens, 200 generated: the mean context of a step
 
 
 @dataclass(frozen=True)
-class DecodeCase:
-    """gpt-fast batch-1 decode on A100-80GB, prompt 5 tokens, 200 new (reference D5)."""
+class Row:
+    """One compared figure: which case, which metric, in which half, predicted and measured."""
     id: str
-    model: str
-    tp: int
-    precision: str
-    measured: float  # tokens/s
-
-
-@dataclass(frozen=True)
-class TrainingCase:
-    """A published training run; `measured` is MFU in percent."""
-    id: str
-    source: str
-    model: str
-    instance_type: str
-    tp: int
-    pp: int
-    dp: int
-    micro_batch: int
-    global_batch: int  # sequences
-    checkpointing: str
-    zero: int
+    metric: str  # training TFLOP/s | serving tokens/s | TTFT | ITL
+    half: str
+    setup: str
+    predicted: float
     measured: float
 
-
-DECODE_CASES = [
-    DecodeCase("P-34", "llama-2-7b", 1, "bf16", 104.9),
-    DecodeCase("P-35", "llama-2-7b", 1, "int8", 155.58),
-    DecodeCase("P-36", "llama-2-7b", 1, "int4", 196.80),
-    DecodeCase("P-37", "llama-2-70b", 1, "int8", 19.13),
-    DecodeCase("P-38", "llama-2-70b", 1, "int4", 25.25),
-    DecodeCase("P-39/2", "llama-2-7b", 2, "bf16", 168.84),
-    DecodeCase("P-39/4", "llama-2-7b", 4, "bf16", 254.02),
-    DecodeCase("P-39/8", "llama-2-7b", 8, "bf16", 328.43),
-    DecodeCase("P-40/2", "llama-2-70b", 2, "bf16", 21.32),
-    DecodeCase("P-40/4", "llama-2-70b", 4, "bf16", 38.01),
-    DecodeCase("P-40/8", "llama-2-70b", 8, "bf16", 62.50),
-    DecodeCase("P-41/int8", "llama-2-70b", 8, "int8", 80.44),
-    DecodeCase("P-41/int4", "llama-2-70b", 8, "int4", 90.77),
-]
-
-# Korthikanti et al. 2022 Tables 3-5 (selective recompute + sequence parallelism, A100-80GB, TP 8, no DP
-# except T-27) and MosaicML llm-foundry benchmarks (FSDP FULL_SHARD ≈ ZeRO-3, seq 2048).
-TRAINING_CASES = [
-    TrainingCase("T-23", "Korthikanti", "gpt-22b", "p4de.24xlarge", 8, 1, 1, 4, 4, "selective", 1, 41.5),
-    TrainingCase("T-24", "Korthikanti", "gpt-3-175b", "p4de.24xlarge", 8, 8, 1, 1, 64, "selective", 1, 51.4),
-    TrainingCase("T-25", "Korthikanti", "mt-nlg-530b", "p4de.24xlarge", 8, 35, 1, 1, 280, "selective", 1, 56.0),
-    TrainingCase("T-26", "Korthikanti", "gpt-1t", "p4de.24xlarge", 8, 64, 1, 1, 512, "selective", 1, 56.3),
-    TrainingCase("T-27", "Korthikanti", "mt-nlg-530b", "p4de.24xlarge", 8, 35, 8, 1, 2240, "selective", 1, 54.2),
-    TrainingCase("T-43", "MosaicML", "mpt-7b", "p5.48xlarge", 1, 1, 8, 6, 48, "none", 3, 46.44),
-    TrainingCase("T-44", "MosaicML", "mpt-13b", "p5.48xlarge", 1, 1, 8, 2, 16, "none", 3, 39.79),
-    TrainingCase("T-45", "MosaicML", "mpt-30b", "p5.48xlarge", 1, 1, 32, 14, 1344, "full", 3, 43.92),
-    TrainingCase("T-46", "MosaicML", "mpt-70b", "p5.48xlarge", 1, 1, 64, 8, 2048, "full", 3, 42.57),
-    TrainingCase("T-47", "MosaicML", "mpt-7b", "p4de.24xlarge", 1, 1, 8, 6, 96, "none", 3, 64.23),
-    TrainingCase("T-48", "MosaicML", "mpt-13b", "p4de.24xlarge", 1, 1, 8, 2, 48, "none", 3, 59.57),
-    TrainingCase("T-49", "MosaicML", "mpt-70b", "p4de.24xlarge", 1, 1, 64, 8, 2048, "full", 3, 53.33),
-    TrainingCase("T-50", "MosaicML", "mpt-7b", "p4d.24xlarge", 1, 1, 8, 12, 384, "full", 3, 50.92),
-]
-
-DECODE_PROMPT_TOKENS, DECODE_NEW_TOKENS = 5, 200
+    @property
+    def error(self) -> float:
+        return self.predicted / self.measured - 1
 
 
-def predict_decode(catalog: Catalog, case: DecodeCase) -> float:
-    """Tokens/s at batch 1, at the mean context of the run."""
-    step = decode_step(presets()[case.model], catalog.accelerator("A100-80GB"), case.precision, "bf16",
-                       case.tp, 1, 1, DECODE_PROMPT_TOKENS + DECODE_NEW_TOKENS / 2)
-    return 1 / step.seconds
+@cache
+def reference() -> dict:
+    return yaml.safe_load(DATA.read_text())
 
 
-def predict_training(catalog: Catalog, case: TrainingCase, seq: int = 2048) -> float:
-    """MFU in percent for the published layout."""
-    arch = presets()[case.model]
-    itype = catalog.instance(case.instance_type)
+def _decode_rows(catalog: Catalog) -> list[Row]:
+    a100 = catalog.accelerator("A100-80GB")
+    rows = []
+    for c in reference()["decode"]:
+        step = decode_step(presets()[c["model"]], a100, c["precision"], "bf16", c["tp"], 1, 1, GPT_FAST_CONTEXT)
+        rows.append(Row(c["id"], "serving tokens/s", c["half"], f"{c['model']} TP{c['tp']} {c['precision']} A100",
+                        1 / step.seconds, c["tokens_per_s"]))
+    return rows
+
+
+def _serving_rows(catalog: Catalog) -> list[Row]:
+    rows = []
+    for c in reference()["serving"]:
+        itype = catalog.instance(c["instance_type"])
+        est = serving_estimate(presets()[c["model"]], catalog.accelerator(itype.accelerator), c["precision"],
+                               c["kv_precision"], c["tp"], 1, c["concurrency"], c["prompt_tokens"], c["output_tokens"],
+                               itype)
+        setup = f"{c['model']} TP{c['tp']} {c['precision']} c={c['concurrency']} {c['prompt_tokens']}/{c['output_tokens']}"
+        rows += [Row(c["id"], "serving tokens/s", c["half"], setup, est.output_tokens_per_s_per_replica, c["tokens_per_s"]),
+                 Row(c["id"], "TTFT", c["half"], setup, est.time_to_first_token_s * 1e3, c["ttft_ms"]),
+                 Row(c["id"], "ITL", c["half"], setup, est.inter_token_latency_s * 1e3, c["itl_ms"])]
+    return rows
+
+
+def predict_training(catalog: Catalog, c: dict):
+    arch = presets()[c["model"]]
+    itype = catalog.instance(c["instance_type"])
     accel = catalog.accelerator(itype.accelerator)
-    layout = TrainingLayout(case.tp, case.pp, case.dp, case.zero, case.micro_batch,
-                            case.global_batch // (case.dp * case.micro_batch), case.checkpointing)
-    setup = TrainingSetup("full", "bf16", "adamw", "auto", 16, seq)
-    state = sum(training_model_states(arch, setup, case.tp, case.pp, case.dp, case.zero))
-    estimate = training_step(arch, itype, accel, "bf16", "full", seq, layout, state, arch.params)
-    return estimate.model_flops_utilization * 100
+    setup = TrainingSetup("full", c["precision"], "adamw", "auto", 16, c["seq"])
+    microbatches = c["global_batch"] // (c["dp"] * c["micro_batch"])
+    layout = TrainingLayout(c["tp"], c["pp"], c["dp"], c["zero"], c["micro_batch"], microbatches, c["checkpointing"])
+    state = sum(training_model_states(arch, setup, c["tp"], c["pp"], c["dp"], c["zero"]))
+    return training_step(arch, itype, accel, c["precision"], c["seq"], layout, state, training_work(arch, setup))
+
+
+def _training_rows(catalog: Catalog) -> list[Row]:
+    rows = []
+    for c in reference()["training"]:
+        arch = presets()[c["model"]]
+        accel = catalog.accelerator(catalog.instance(c["instance_type"]).accelerator)
+        estimate = predict_training(catalog, c)
+        if "mfu" in c:
+            measured = c["mfu"] / 100 * accel.peak_flops(c["precision"]) / 1e12
+        else:
+            measured = c["tokens_per_s_per_gpu"] * model_flops_per_token(arch, c["seq"]) / 1e12
+        setup = f"{c['model']} {c['instance_type']} {c['precision']} TP{c['tp']} PP{c['pp']} DP{c['dp']} ZeRO-{c['zero']}"
+        rows.append(Row(c["id"], "training TFLOP/s", c["half"], setup, estimate.achieved_tflops_per_device, measured))
+    return rows
+
+
+def all_rows(catalog: Catalog) -> list[Row]:
+    return _decode_rows(catalog) + _serving_rows(catalog) + _training_rows(catalog)

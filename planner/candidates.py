@@ -48,6 +48,32 @@ class Candidate:
     micro_batch: int | None = None
     microbatches: int | None = None
     checkpointing: str | None = None
+    output_tokens_per_s: float | None = None  # serving: aggregate over replicas at their own batches
+    sequences_in_flight: int | None = None
+
+    @property
+    def devices_per_copy(self) -> int:
+        """Devices one model copy (serving replica, or the whole training job) spans."""
+        return self.tp * self.pp * (self.dp if self.micro_batch is not None else 1)
+
+    @property
+    def network_hops(self) -> int:
+        """0: one device; 1: devices of one node talk over NVLink/PCIe; 2: traffic crosses nodes."""
+        if self.devices_per_copy <= 1:
+            return 0
+        return 2 if self.devices_per_copy > self.itype.accelerators_per_node else 1
+
+    @property
+    def headroom(self) -> float:
+        return 1 - self.memory.total / self.usable_bytes
+
+    @property
+    def rank_key(self) -> tuple:
+        """Cheapest first (to 3 significant figures, so equal prices tie whatever their rounding);
+        ties go to fewer nodes, then fewer network hops, then more memory headroom, then the name:
+        never to catalog order (design.md)."""
+        return (float(f"{self.objective:.3g}"), self.nodes, self.network_hops, -round(self.headroom, 4),
+                self.itype.name)
 
 
 def gib(value: float) -> str:

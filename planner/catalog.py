@@ -70,13 +70,24 @@ class InstanceType(BaseModel):
     vcpus: int | None = None
     memory_gib: float | None = None
     inter_node_gbps: float = Field(default=0, ge=0)
-    efa: bool = False
+    efa: bool | None = None  # None (an overlay that does not say): multi-node capable when it has a network
     network_cards: int = 1
     usd_per_hour: float | None = Field(default=None, ge=0)  # overlay shorthand: on-demand, any region
     source: str = ""
     source_date: str = ""
     prices: dict[str, dict[str, Price]] = Field(default_factory=dict)  # region -> service -> price
     offered_regions: list[str] | None = None  # set by `catalog refresh`; None: unknown
+
+    @property
+    def multi_node(self) -> bool:
+        """Can run one job across nodes. AWS types need EFA; off AWS (an overlay that does not name
+        EFA either way), a fast interconnect is the requirement, not the brand (design.md overlay)."""
+        return self.efa if self.efa is not None else self.inter_node_gbps > 0
+
+    def multi_node_gap(self) -> str:
+        if self.efa is False:
+            return f"{self.name} lacks EFA"
+        return f"{self.name} has no network between nodes (inter_node_gbps 0)"
 
     def price(self, region: str, service: str) -> Price | None:
         found = self.prices.get(region, {}).get(service)

@@ -145,21 +145,44 @@ class TrainingSetup:
     seq: int
 
 
+def base_weight_bytes(arch: Architecture, setup: TrainingSetup) -> float:
+    """The whole model's weights as training holds (and ZeRO-3 gathers) them: 16-bit for mixed
+    precision (fp32 for fp32 training); QLoRA's NF4 base with 16-bit embeddings."""
+    if setup.method == "full":
+        return arch.params * weight_bytes_per_param(setup)
+    embedding = arch.embedding_params
+    return (arch.params - embedding) * weight_bytes_per_param(setup) + embedding * 2.0
+
+
+def weight_bytes_per_param(setup: TrainingSetup) -> float:
+    if setup.method == "qlora":
+        return NF4_BYTES_PER_PARAM
+    if setup.method == "full":
+        return 4.0 if setup.precision == "fp32" else 2.0
+    return BYTES_PER_PARAM["bf16" if setup.precision in ("int8", "int4", "fp8") else setup.precision]
+
+
+def zero3_working_set(arch: Architecture, setup: TrainingSetup, tp: int) -> tuple[float, float]:
+    """(weights, gradients) that ZeRO-3/FSDP hold unsharded at once: the block being computed and
+    the prefetched next one, gathered whole (PyTorch FSDP's default backward prefetch; DeepSpeed's
+    prefetch bucket), and one block's full gradients before they are reduce-scattered."""
+    block_params = (arch.params - arch.embedding_params) / arch.layers / tp
+    weights = 2 * block_params * weight_bytes_per_param(setup)
+    grads = block_params * gradient_bytes(setup.precision, setup.grad_precision) if setup.method == "full" else 0.0
+    return weights, grads
+
+
 def training_model_states(arch: Architecture, setup: TrainingSetup, tp: int, pp: int, dp: int,
                           zero: int) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes per device; TP and PP divide the model first."""
     shard = tp * pp
     mixed = setup.precision != "fp32"
     if setup.method == "full":
-        weight_b = 4.0 if not mixed else 2.0
-        return zero_model_states(arch.params / shard, dp, zero, weight_b,
+        return zero_model_states(arch.params / shard, dp, zero, weight_bytes_per_param(setup),
                                  gradient_bytes(setup.precision, setup.grad_precision),
                                  optimizer_state_bytes(setup.optimizer, mixed))
     # LoRA / QLoRA: the frozen base has no gradients or optimizer state; adapters train in fp32.
-    embedding = arch.embedding_params
-    base_b = NF4_BYTES_PER_PARAM if setup.method == "qlora" else BYTES_PER_PARAM[
-        "bf16" if setup.precision in ("int8", "int4", "fp8") else setup.precision]
-    base = ((arch.params - embedding) * base_b + embedding * 2.0) / shard
+    base = base_weight_bytes(arch, setup) / shard
     adapters = lora_params(arch, setup.lora_rank) / shard
     a_w, a_g, a_o = zero_model_states(adapters, dp, zero, 4.0, 4.0, optimizer_state_bytes(setup.optimizer, False))
     return base / (dp if zero >= 3 else 1) + a_w, a_g, a_o
@@ -174,6 +197,10 @@ def training_memory(arch: Architecture, setup: TrainingSetup, tp: int, pp: int, 
     i.e. about L layers' worth; the interleaved schedule adds (1 + (p-1)/(p·v)) (Korthikanti §4.2.3).
     """
     weights, grads, optimizer = training_model_states(arch, setup, tp, pp, dp, zero)
+    if zero >= 3 and dp > 1:
+        gathered, unsharded_grads = zero3_working_set(arch, setup, tp)
+        weights += gathered
+        grads += unsharded_grads
     per_layer = activation_bytes_per_layer(setup.seq, micro_batch, arch, tp, checkpointing, flash_attention)
     in_flight = min(pp, microbatches)
     layers_here = math.ceil(arch.layers / pp)

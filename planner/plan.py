@@ -16,6 +16,7 @@ class Choice(BaseModel):
     deploy_target: str
     purchase: str
     region: str
+    reason: str = ""  # why this plan won: the ranking figure against the next best, or the tie-break
 
 
 class PlanLayout(BaseModel):
@@ -28,6 +29,7 @@ class PlanLayout(BaseModel):
     batch_per_replica: int | None = None
     activation_checkpointing: str | None = None
     microbatches: int | None = None
+    sequences_in_flight: int | None = None  # serving: never above concurrent_requests
 
 
 class PlanMemory(BaseModel):
@@ -75,6 +77,9 @@ class Alternative(BaseModel):
     output_tokens_per_s: float | None = None
     time_to_train_s: float | None = None
     usd_per_training_run: float | None = None
+    ranked_by: str = "usd_per_hour"  # the figure the alternatives are ordered by
+    ranking_usd: float = 0.0
+    reason: str = ""  # why it lost to the chosen plan
 
 
 class Rejection(BaseModel):

@@ -60,6 +60,14 @@ def cost_lines(p: Plan) -> list[str]:
     return lines
 
 
+def ranking_header(p: Plan) -> str:
+    return "$/h" if p.kind == "inference" else "$/run"
+
+
+def ranking_text(a) -> str:
+    return f"{a.ranking_usd:,.2f}" if a.ranked_by == "usd_per_hour" else f"{a.ranking_usd:,.0f}"
+
+
 def memory_bar(p: Plan) -> str:
     """One character cell per 1/BAR_WIDTH of the device: letters per part, '·' for free memory."""
     total = p.memory.device_memory_bytes
@@ -74,16 +82,16 @@ def render_markdown(plans: PlanSet) -> str:
     out: list[str] = []
     for p in plans.plans:
         out += [f"## {p.workload} ({p.kind}, {p.model.name}, {p.model.precision})", "",
-                f"**{headline(p)}**: {layout_text(p)}", ""]
+                f"**{headline(p)}**: {layout_text(p)}", "", f"Why: {p.choice.reason}", ""]
         out += [f"- {line}" for line in performance_lines(p) + cost_lines(p)]
         out += ["", "| memory per device | GiB |", "|---|---:|"]
         out += [f"| {part} | {p.memory.per_device_bytes[part] / GIB:.2f} |" for part in MEMORY_PARTS]
         out += [f"| **required** | **{p.memory.required_per_device_bytes / GIB:.2f}** |",
                 f"| usable (of {gib(p.memory.device_memory_bytes)}) | {p.memory.usable_per_device_bytes / GIB:.2f} |", ""]
         if p.alternatives:
-            out += ["| alternative | nodes | layout | $/month |", "|---|---:|---|---:|"]
+            out += [f"| alternative | nodes | layout | {ranking_header(p)} | why not |", "|---|---:|---|---:|---|"]
             out += [f"| {a.instance_type} | {a.nodes} | TP {a.tensor_parallel} × PP {a.pipeline_parallel} × DP "
-                    f"{a.data_parallel} | {a.usd_per_month:,.0f} |" for a in p.alternatives]
+                    f"{a.data_parallel} | {ranking_text(a)} | {a.reason} |" for a in p.alternatives]
             out.append("")
         if p.warnings:
             out += [f"> ⚠ {w}" for w in p.warnings] + [""]
@@ -100,6 +108,7 @@ def render_table(plans: PlanSet, width: int = 120) -> str:
         console.print(f"[bold]{p.workload}[/bold] ({p.kind}, {p.model.name}, {p.model.precision})")
         console.print(f"  {headline(p)}")
         console.print(f"  {layout_text(p)}")
+        console.print(f"  why: {p.choice.reason}", highlight=False)
         for line in performance_lines(p) + cost_lines(p):
             console.print(f"  {line}", highlight=False)
         memory = Table(title=None, box=None, show_header=True, pad_edge=False)
@@ -113,11 +122,11 @@ def render_table(plans: PlanSet, width: int = 120) -> str:
         console.print("  bar: W weights, K KV cache, A activations, G gradients, O optimizer, R runtime, · free")
         if p.alternatives:
             alts = Table(box=None, pad_edge=False)
-            for column in ("alternative", "nodes", "layout", "$/month"):
+            for column in ("alternative", "nodes", "layout", ranking_header(p), "why not"):
                 alts.add_column(column)
             for a in p.alternatives:
                 alts.add_row(a.instance_type, str(a.nodes), f"TP {a.tensor_parallel} × PP {a.pipeline_parallel} × "
-                             f"DP {a.data_parallel}", f"{a.usd_per_month:,.0f}")
+                             f"DP {a.data_parallel}", ranking_text(a), a.reason)
             console.print(alts)
         for w in p.warnings:
             console.print(f"  warning: {w}", highlight=False)

@@ -79,8 +79,8 @@ def plan_workload(w: Workload, catalog: Catalog) -> Plan:
             misses[itype.name] = gate
             continue
         accel = catalog.accelerator(itype.accelerator)
-        search = best_inference if w.kind == "inference" else best_training
-        found = search(w, itype, accel, gate)
+        found = best_inference(w, itype, accel, gate, target) if w.kind == "inference" else \
+            best_training(w, itype, accel, gate)
         if isinstance(found, Miss):
             misses[itype.name] = found
             continue
@@ -96,9 +96,49 @@ def plan_workload(w: Workload, catalog: Catalog) -> Plan:
         considered = [(name, m) for name, m in ranked if not m.by_request] or ranked
         raise InfeasibleError(w.name, f"no instance type in the catalog can run this {w.kind} workload",
                               [NearMiss(name, m.reason) for name, m in considered[:NEAREST_MISSES]])
-    feasible.sort(key=lambda cand: cand.objective)
+    feasible.sort(key=lambda cand: cand.rank_key)
     chosen = feasible[0]
     return _plan(w, chosen, target, feasible[1:1 + ALTERNATIVES], misses, feasible[1 + ALTERNATIVES:])
+
+
+def ranking_unit(kind: str) -> tuple[str, str]:
+    """The figure plans are ranked by: $/h for serving (a standing cost), $/run for training."""
+    return ("usd_per_hour", "/h") if kind == "inference" else ("usd_per_training_run", "/run")
+
+
+def _usd(value: float, unit: str) -> str:
+    return f"${value:,.2f}{unit}" if unit == "/h" else f"${value:,.0f}{unit}"
+
+
+def _tie_break(c: Candidate, other: Candidate) -> str:
+    """The first criterion after cost on which `c` loses to `other` (design.md's order)."""
+    if c.nodes != other.nodes:
+        return f"more nodes ({c.nodes} vs {other.nodes})"
+    if c.network_hops != other.network_hops:
+        return "more network hops (its traffic crosses nodes)" if c.network_hops == 2 else "more network hops"
+    if round(c.headroom, 4) != round(other.headroom, 4):
+        return f"less memory headroom ({c.headroom:.0%} vs {other.headroom:.0%})"
+    return "equal on every criterion; ordered by name"
+
+
+def why_not(c: Candidate, chosen: Candidate, kind: str) -> str:
+    """Why a feasible candidate lost, in the figure that ranked it."""
+    _, unit = ranking_unit(kind)
+    if c.rank_key[0] != chosen.rank_key[0]:
+        extra = c.objective / chosen.objective - 1 if chosen.objective > 0 else float("inf")
+        return f"costlier: {_usd(c.objective, unit)} vs {_usd(chosen.objective, unit)} (+{extra:.1%})"
+    return f"same cost ({_usd(c.objective, unit)}) but {_tie_break(c, chosen)}"
+
+
+def why_chosen(chosen: Candidate, runner_up: Candidate | None, kind: str) -> str:
+    _, unit = ranking_unit(kind)
+    if runner_up is None:
+        return f"the only feasible plan ({_usd(chosen.objective, unit)})"
+    name = f"{runner_up.itype.name} × {runner_up.nodes}"
+    if runner_up.rank_key[0] != chosen.rank_key[0]:
+        return (f"cheapest feasible plan at {_usd(chosen.objective, unit)}; next best {name} at "
+                f"{_usd(runner_up.objective, unit)}")
+    return f"ties {name} on cost ({_usd(chosen.objective, unit)}); {name} has {_tie_break(runner_up, chosen)}"
 
 
 def _hours(w: Workload) -> float:
@@ -113,7 +153,8 @@ def _plan(w: Workload, cand: Candidate, target: str, alternatives: list[Candidat
     choice = Choice(instance_type=cand.itype.name, family=cand.itype.family, accelerator=accel.name,
                     accelerator_vendor=accel.vendor,
                     accelerators_per_node=cand.itype.accelerators_per_node, nodes=cand.nodes,
-                    deploy_target=target, purchase=w.constraints.purchase, region=w.constraints.region)
+                    deploy_target=target, purchase=w.constraints.purchase, region=w.constraints.region,
+                    reason=why_chosen(cand, alternatives[0] if alternatives else None, w.kind))
     memory = PlanMemory(per_device_bytes=cand.memory.as_dict(), required_per_device_bytes=required,
                         usable_per_device_bytes=cand.usable_bytes, device_memory_bytes=accel.memory_bytes,
                         headroom_fraction=1 - required / accel.memory_bytes)
@@ -124,9 +165,10 @@ def _plan(w: Workload, cand: Candidate, target: str, alternatives: list[Candidat
         warnings.append(f"price dated {cand.price.date}, before AWS's June 2025 GPU price cuts; "
                         "refresh it with `gpuplan catalog refresh`")
     if w.kind == "inference":
-        aggregate = perf.output_tokens_per_s_per_replica * cand.replicas
+        aggregate = cand.output_tokens_per_s
         layout = PlanLayout(tensor_parallel=cand.tp, pipeline_parallel=cand.pp, data_parallel=1,
-                            replicas=cand.replicas, batch_per_replica=cand.batch_per_replica)
+                            replicas=cand.replicas, batch_per_replica=cand.batch_per_replica,
+                            sequences_in_flight=cand.sequences_in_flight)
         performance = PlanPerformance(output_tokens_per_s=aggregate, output_tokens_per_s_per_replica=perf.output_tokens_per_s_per_replica,
                                       time_to_first_token_s=perf.time_to_first_token_s,
                                       inter_token_latency_s=perf.inter_token_latency_s, bound=perf.bound)
@@ -156,12 +198,10 @@ def _plan(w: Workload, cand: Candidate, target: str, alternatives: list[Candidat
         if not t.deadline_hours and ttt > LONG_RUN_DAYS * 86400:
             warnings.append(f"training takes {ttt / 86400:,.0f} days on the cheapest layout; set "
                             "training.deadline_hours to trade cost for time")
-        if t.method == "qlora":
-            warnings.append("QLoRA throughput excludes NF4 dequantisation, which slows each matmul")
     if arch.is_moe:
         warnings.append("MoE: all experts are resident on every device; expert parallelism is not modelled")
     rejected = [Rejection(instance_type=name, reason=m.reason) for name, m in misses.items()]
-    rejected += [Rejection(instance_type=c.itype.name, reason=f"feasible but costlier: ${c.usd_per_hour:,.2f}/h")
+    rejected += [Rejection(instance_type=c.itype.name, reason=f"feasible but {why_not(c, cand, w.kind)}")
                  for c in also_feasible]
     return Plan(workload=w.name, kind=w.kind,
                 model=ModelSummary(name=w.model.preset or "custom", params=arch.params,
@@ -169,16 +209,18 @@ def _plan(w: Workload, cand: Candidate, target: str, alternatives: list[Candidat
                 choice=choice, layout=layout, memory=memory, performance=performance, cost=cost,
                 engine=engine_for(w, accel.vendor) if w.kind == "inference" else None,
                 max_context_tokens=w.serving.max_context_tokens if w.kind == "inference" else None,
-                alternatives=[_alternative(c, w, hours) for c in alternatives], rejected=rejected, warnings=warnings)
+                alternatives=[_alternative(c, cand, w, hours) for c in alternatives], rejected=rejected, warnings=warnings)
 
 
-def _alternative(c: Candidate, w: Workload, hours: float) -> Alternative:
+def _alternative(c: Candidate, chosen: Candidate, w: Workload, hours: float) -> Alternative:
     extra = {}
     if w.kind == "inference":
-        extra["output_tokens_per_s"] = c.perf.output_tokens_per_s_per_replica * c.replicas
+        extra["output_tokens_per_s"] = c.output_tokens_per_s
     else:
         ttt = w.training.tokens / c.perf.tokens_per_s
         extra.update(time_to_train_s=ttt, usd_per_training_run=c.usd_per_hour * ttt / 3600)
     return Alternative(instance_type=c.itype.name, nodes=c.nodes, tensor_parallel=c.tp, pipeline_parallel=c.pp,
                        data_parallel=c.dp, replicas=c.replicas, required_per_device_bytes=c.memory.total,
-                       usd_per_hour=c.usd_per_hour, usd_per_month=c.usd_per_hour * hours, **extra)
+                       usd_per_hour=c.usd_per_hour, usd_per_month=c.usd_per_hour * hours,
+                       ranked_by=ranking_unit(w.kind)[0], ranking_usd=c.objective, reason=why_not(c, chosen, w.kind),
+                       **extra)

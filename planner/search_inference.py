@@ -1,15 +1,21 @@
 """Serving search for one instance type: TP × PP × replicas at the smallest node count that holds
-the peak KV cache and meets the throughput and latency targets."""
+the peak KV cache and meets the throughput and latency targets.
+
+Rules kept (design.md): `concurrent_requests` is a ceiling on sequences in flight across the whole
+deployment, shared by the replicas (never rounded up per replica); a SageMaker real-time endpoint
+instance is one independent model copy, so a replica fits in one instance there (no PP across
+instances); PP across nodes is for EC2 only, on full nodes joined by an inter-node network."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from planner.candidates import Candidate, Miss, memory_miss, tensor_parallel_options
 from planner.catalog import Accelerator, InstanceType
 from planner.cost import HourlyPrice
 from planner.memory import inference_memory
-from planner.performance import serving_estimate
+from planner.performance import ServingEstimate, serving_estimate
 from planner.spec import Workload
 
 MAX_SERVING_PIPELINE = 8  # beyond 8 nodes per copy a serving replica spends more time in hops than work
@@ -28,7 +34,37 @@ def _first_true(lo: int, hi: int, ok) -> int | None:
     return lo
 
 
-def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: HourlyPrice) -> Candidate | Miss:
+@dataclass(frozen=True)
+class Spread:
+    """`concurrent` sequences over `replicas`: the first `busy` replicas carry one more."""
+    replicas: int
+    low: int
+    busy: int
+
+    @classmethod
+    def of(cls, concurrent: int, replicas: int) -> "Spread":
+        replicas = min(replicas, concurrent)  # a replica with no request adds nothing
+        return cls(replicas, concurrent // replicas, concurrent % replicas)
+
+    @property
+    def peak(self) -> int:
+        return self.low + (1 if self.busy else 0)
+
+    @property
+    def in_flight(self) -> int:
+        return self.low * self.replicas + self.busy
+
+
+def aggregate_tokens_per_s(spread: Spread, estimate_at) -> float:
+    """Every replica at its own batch: the busy ones at low+1, the rest at low."""
+    total = spread.busy * estimate_at(spread.peak).output_tokens_per_s_per_replica
+    if spread.low:
+        total += (spread.replicas - spread.busy) * estimate_at(spread.low).output_tokens_per_s_per_replica
+    return total
+
+
+def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: HourlyPrice,
+                   target: str = "sagemaker") -> Candidate | Miss:
     arch, s, c, pins = w.architecture, w.serving, w.constraints, w.layout
     apn = itype.accelerators_per_node
     usable = accel.memory_bytes * (1 - c.memory_headroom)
@@ -39,33 +75,46 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
         return Miss(f"tensor_parallel {pins.tensor_parallel} exceeds the {apn} accelerators per node"
                     if pins.tensor_parallel else f"no TP degree divides both {apn} devices and "
                     f"{arch.attention_heads} attention heads")
+    if pins.replicas and pins.replicas > s.concurrent_requests:
+        return Miss(f"layout.replicas {pins.replicas} exceeds concurrent_requests {s.concurrent_requests}: "
+                    "a replica with no request in flight serves nothing", by_request=True)
+    if pins.pipeline_parallel and pins.pipeline_parallel > 1 and target == "sagemaker":
+        return Miss("a SageMaker endpoint instance is one model copy: pipeline_parallel > 1 would span "
+                    "instances (use deploy_target ec2)", by_request=True)
+    estimates: dict[tuple[int, int, int], ServingEstimate] = {}
+
     for tp in tps:
+        spans_nodes = tp == apn and itype.multi_node and target == "ec2"
         pps = [pins.pipeline_parallel] if pins.pipeline_parallel else \
-            ([1] if tp < apn else range(1, MAX_SERVING_PIPELINE + 1))
+            (range(1, MAX_SERVING_PIPELINE + 1) if spans_nodes else [1])
         for pp in pps:
-            if pp > 1 and (tp < apn or not itype.efa):
-                continue  # a replica spans nodes only with full nodes and EFA between them
+            if pp > 1 and not spans_nodes:
+                continue  # a replica spans nodes only on EC2, with full nodes and a network between them
             step = pp  # nodes come in whole replicas once a replica spans nodes
             per_node = apn // tp if pp == 1 else 0
 
-            def replicas_at(n: int) -> int:
+            def capacity(n: int) -> int:
                 return n * per_node if pp == 1 else n // pp
 
-            def batch_at(n: int) -> int:
-                return math.ceil(s.concurrent_requests / pins.replicas) if pins.replicas else \
-                    math.ceil(s.concurrent_requests / replicas_at(n))
+            def spread_at(n: int) -> Spread:
+                return Spread.of(s.concurrent_requests, min(pins.replicas or capacity(n), capacity(n)))
+
+            def estimate(batch: int) -> ServingEstimate:
+                key = (tp, pp, batch)
+                if key not in estimates:
+                    estimates[key] = serving_estimate(arch, accel, w.precision, s.kv_cache_precision, tp, pp, batch,
+                                                      s.prompt_tokens, s.output_tokens, itype)
+                return estimates[key]
 
             def memory_at(n: int):
-                return inference_memory(arch, w.precision, s.kv_cache_precision, tp, pp, batch_at(n), s.max_context_tokens)
-
-            def estimate_at(n: int):
-                return serving_estimate(arch, accel, w.precision, s.kv_cache_precision, tp, pp, batch_at(n),
-                                        s.prompt_tokens, s.output_tokens)
+                return inference_memory(arch, w.precision, s.kv_cache_precision, tp, pp, spread_at(n).peak,
+                                        s.max_context_tokens)
 
             def targets_met(n: int) -> bool:
-                e = estimate_at(n)
-                replicas = pins.replicas or replicas_at(n)
-                return ((s.target_output_tokens_per_s is None or e.output_tokens_per_s_per_replica * replicas >= s.target_output_tokens_per_s)
+                spread = spread_at(n)
+                e = estimate(spread.peak)  # the busiest replica sets the latencies
+                return ((s.target_output_tokens_per_s is None
+                         or aggregate_tokens_per_s(spread, estimate) >= s.target_output_tokens_per_s)
                         and (s.max_time_to_first_token_ms is None or e.time_to_first_token_s * 1e3 <= s.max_time_to_first_token_ms)
                         and (s.max_inter_token_latency_ms is None or e.inter_token_latency_s * 1e3 <= s.max_inter_token_latency_ms))
 
@@ -77,6 +126,10 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
                 if pins.nodes % step:
                     continue
                 lo = hi = pins.nodes // step
+                if pins.replicas and pins.replicas > capacity(pins.nodes):
+                    miss = Miss(f"layout.replicas {pins.replicas} do not fit {pins.nodes} node(s) at TP {tp} × PP {pp} "
+                                f"({capacity(pins.nodes)} replica(s) at most)", stage=0).nearer(miss)
+                    continue
             elif pins.replicas is not None:
                 lo = hi = units_for(pins.replicas)
             else:
@@ -89,29 +142,31 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
             fit = _first_true(lo, hi, lambda u: memory_at(u * step).total <= usable)
             if fit is None:
                 need = memory_at(hi * step).total
-                miss = memory_miss(itype, accel, usable, need, f"at TP {tp} × PP {pp} with {batch_at(hi * step)} "
+                miss = memory_miss(itype, accel, usable, need, f"at TP {tp} × PP {pp} with {spread_at(hi * step).peak} "
                                    f"sequences of {s.max_context_tokens} tokens per replica").nearer(miss)
                 continue
             good = _first_true(fit, hi, lambda u: targets_met(u * step))
             if good is None:
-                miss = _target_miss(w, estimate_at(hi * step), pins.replicas or replicas_at(hi * step), hi * step,
+                spread = spread_at(hi * step)
+                miss = _target_miss(w, estimate(spread.peak), aggregate_tokens_per_s(spread, estimate), hi * step,
                                     tp, pp).nearer(miss)
                 continue
             nodes = good * step
-            replicas = pins.replicas or replicas_at(nodes)
-            estimate, memory = estimate_at(nodes), memory_at(nodes)
+            spread = spread_at(nodes)
+            memory = memory_at(nodes)
             usd_per_hour = nodes * price.usd_per_hour
-            cand = Candidate(itype, accel, price, nodes, tp, pp, 1, replicas, memory, usable, estimate,
-                             usd_per_hour, usd_per_hour - 1e-9 * estimate.output_tokens_per_s_per_replica * replicas,
-                             batch_per_replica=batch_at(nodes))
-            if best is None or cand.objective < best.objective:
+            cand = Candidate(itype, accel, price, nodes, tp, pp, 1, spread.replicas, memory, usable,
+                             estimate(spread.peak), usd_per_hour, usd_per_hour, batch_per_replica=spread.peak,
+                             output_tokens_per_s=aggregate_tokens_per_s(spread, estimate),
+                             sequences_in_flight=spread.in_flight)
+            if best is None or cand.rank_key < best.rank_key:
                 best = cand
     if best is not None:
         return best
     return miss or Miss("no layout of this type fits the pins in layout:")
 
 
-def _target_miss(w: Workload, e, replicas: int, nodes: int, tp: int, pp: int) -> Miss:
+def _target_miss(w: Workload, e: ServingEstimate, aggregate: float, nodes: int, tp: int, pp: int) -> Miss:
     s = w.serving
     at = f"at {nodes} node(s), TP {tp} × PP {pp}"
     if s.max_time_to_first_token_ms and e.time_to_first_token_s * 1e3 > s.max_time_to_first_token_ms:
@@ -122,6 +177,5 @@ def _target_miss(w: Workload, e, replicas: int, nodes: int, tp: int, pp: int) ->
         got = e.inter_token_latency_s * 1e3
         return Miss(f"inter-token latency {got:.1f} ms > target {s.max_inter_token_latency_ms:g} ms {at}",
                     got / s.max_inter_token_latency_ms, stage=2)
-    got = e.output_tokens_per_s_per_replica * replicas
-    return Miss(f"{got:,.0f} output tokens/s < target {s.target_output_tokens_per_s:,.0f} {at}",
-                s.target_output_tokens_per_s / got, stage=2)
+    return Miss(f"{aggregate:,.0f} output tokens/s < target {s.target_output_tokens_per_s:,.0f} {at} "
+                f"with {s.concurrent_requests} requests in flight", s.target_output_tokens_per_s / aggregate, stage=2)

@@ -9,8 +9,8 @@ from functools import cache
 from planner.candidates import Candidate, Miss, memory_miss, tensor_parallel_options
 from planner.catalog import Accelerator, InstanceType
 from planner.cost import HourlyPrice
-from planner.memory import TrainingSetup, lora_params, training_memory
-from planner.performance import VIRTUAL_PIPELINE_STAGES, TrainingLayout, training_step
+from planner.memory import TrainingSetup, training_memory
+from planner.training_time import VIRTUAL_PIPELINE_STAGES, TrainingLayout, training_step, training_work
 from planner.spec import Workload
 
 MICRO_BATCHES = (16, 8, 4, 2, 1)  # largest first: the biggest micro-batch that fits runs the GEMMs best
@@ -44,12 +44,16 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, price: H
     usable = accel.memory_bytes * (1 - c.memory_headroom)
     setup = TrainingSetup(t.method, w.precision, t.optimizer, t.grad_precision, t.lora_rank, t.sequence_length)
     seqs = global_batch_sequences(w)
-    trainable = arch.params if t.method == "full" else lora_params(arch, t.lora_rank)
+    work = training_work(arch, setup)
     flash = accel.supports.flash_attention
     ckpts = CHECKPOINTING if t.activation_checkpointing == "auto" else (t.activation_checkpointing,)
     zeros = (pins.zero_stage,) if pins.zero_stage is not None else (0, 1, 2, 3)
     mbs = (pins.micro_batch,) if pins.micro_batch else MICRO_BATCHES
     nodes_options = (pins.nodes,) if pins.nodes else node_counts(c.max_nodes)
+    single_node_only = None
+    if not itype.multi_node and any(n > 1 for n in nodes_options):
+        single_node_only = f"multi-node training needs EFA or another inter-node network: {itype.multi_node_gap()}"
+        nodes_options = tuple(n for n in nodes_options if n == 1)
     pps = (pins.pipeline_parallel,) if pins.pipeline_parallel else pipeline_options(arch.layers)
     tps = tensor_parallel_options(apn, arch.attention_heads, pins.tensor_parallel)
     if not tps:
@@ -70,10 +74,6 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, price: H
             if pp > arch.layers:
                 continue
             for nodes in nodes_options:
-                if nodes > 1 and not itype.efa:
-                    why = f"multi-node training needs EFA, which {itype.name} lacks"
-                    miss = Miss(f"{miss.reason}; {why}", miss.shortfall, stage=miss.stage) if miss else Miss(why)
-                    break
                 devices = nodes * apn
                 if devices % (tp * pp):
                     continue
@@ -90,7 +90,7 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, price: H
                                        f"at {nodes} node(s), TP {tp} × PP {pp} × DP {dp}, ZeRO-{max(zeros)}, "
                                        f"micro-batch {min(mbs)}, {ckpts[-1]} recompute").nearer(miss)
                     continue
-                found = _fastest_fit(arch, itype, accel, w, setup, trainable, usable, tp, pp, dp, seqs,
+                found = _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs,
                                      ckpts, zeros, mbs, memory)
                 if found is None:
                     continue
@@ -106,12 +106,16 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, price: H
                 cand = Candidate(itype, accel, price, nodes, tp, pp, dp, 1, mem, usable, est, usd_per_hour,
                                  run_usd, zero=layout[0], micro_batch=layout[1], microbatches=layout[2],
                                  checkpointing=layout[3])
-                if best is None or cand.objective < best.objective:
+                if best is None or cand.rank_key < best.rank_key:
                     best = cand
                 break  # more nodes only add communication: each run costs more from here
-    return best if best is not None else (miss or Miss("no layout of this type fits the pins in layout:"))
+    if best is not None:
+        return best
+    if single_node_only:
+        return Miss(f"{miss.reason}; {single_node_only}", miss.shortfall, stage=miss.stage) if miss else Miss(single_node_only)
+    return miss or Miss("no layout of this type fits the pins in layout:")
 
-def _fastest_fit(arch, itype, accel, w, setup, trainable, usable, tp, pp, dp, seqs, ckpts, zeros, mbs, memory):
+def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, ckpts, zeros, mbs, memory):
     """For each recompute mode and ZeRO stage, the largest micro-batch that fits; the fastest of those."""
     best = None
     for ck in ckpts:
@@ -125,7 +129,7 @@ def _fastest_fit(arch, itype, accel, w, setup, trainable, usable, tp, pp, dp, se
 
                 layout = TrainingLayout(tp, pp, dp, zero, mb, m, ck)
                 state = mem.weights + mem.gradients + mem.optimizer
-                est = training_step(arch, itype, accel, w.precision, setup.method, setup.seq, layout, state, trainable)
+                est = training_step(arch, itype, accel, w.precision, setup.seq, layout, state, work)
                 if best is None or est.tokens_per_s > best[2].tokens_per_s:
                     best = ((zero, mb, m, ck), mem, est)
                 break

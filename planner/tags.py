@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from planner.catalog import Catalog
 from planner.memory import MemoryBreakdown, TrainingSetup, inference_memory, training_memory
-from planner.performance import VIRTUAL_PIPELINE_STAGES
+from planner.training_time import VIRTUAL_PIPELINE_STAGES
 from planner.plan import Plan
 from planner.presets import presets
 from planner.spec import Workload

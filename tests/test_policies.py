@@ -4,6 +4,7 @@ wrapped in the unknown-checking proxy), plus the whole pack over the example pro
 from __future__ import annotations
 
 import copy
+import re
 import json
 import subprocess
 import sys
@@ -159,7 +160,7 @@ def test_multi_node_network_stack_policy():
     assert messages == []
     no_pg = [r for r in resources if r.resource_type != "aws:ec2/placementGroup:PlacementGroup"]
     POLICIES["multi-node-training-network"].validate(StackValidationArgs(no_pg, {}), lambda m, urn=None: messages.append(m))
-    assert messages == ["pretrain-70b-lt: 8 nodes without a cluster placement group beside them"]
+    assert messages == ["pretrain-70b-lt: 12 nodes without a cluster placement group beside them"]
 
 
 def _resources(stack) -> list[Resource]:
@@ -188,7 +189,7 @@ def test_whole_pack_blocks_tp16_on_8_gpu_nodes():
     for r in resources:
         if r.name == "pretrain-70b-lt":
             r.props = copy.deepcopy(r.props)
-            r.props["tags"]["gpuplan:layout"] = r.props["tags"]["gpuplan:layout"].replace("tp=2,", "tp=16,")
+            r.props["tags"]["gpuplan:layout"] = re.sub(r"tp=\d+,", "tp=16,", r.props["tags"]["gpuplan:layout"])
     blocked = [v for v in evaluate(resources) if v.level == "mandatory"]
     assert [v.policy for v in blocked] == ["tensor-parallel-within-node"]
     assert blocked[0].message.startswith("tensor parallel 16 spans nodes: p5.48xlarge has 8 accelerators")

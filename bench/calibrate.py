@@ -1,0 +1,88 @@
+"""Fit the constants of planner/efficiency.py on the FITTING half of bench/data/reference.yaml.
+
+    python bench/calibrate.py            # prints the fitted values and both halves' errors
+
+Coordinate descent over a grid per constant, minimising the sum over metrics of the median absolute
+error on fitting rows only; the checking rows never enter the objective. Paste the result into
+planner/efficiency.py (tests/test_calibration.py checks the committed values are this fit).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.accuracy import median_errors  # noqa: E402
+from bench.reference_cases import all_rows  # noqa: E402
+from planner import efficiency  # noqa: E402
+from planner.catalog import bundled  # noqa: E402
+
+
+def _grid(lo: float, hi: float, step: float) -> list[float]:
+    return [round(lo + i * step, 4) for i in range(int(round((hi - lo) / step)) + 1)]
+
+
+# name -> (getter, setter, grid)
+def _scalar(name: str, grid: list[float]):
+    return (lambda: getattr(efficiency, name), lambda v: setattr(efficiency, name, v), grid)
+
+
+def _keyed(name: str, key: str, grid: list[float]):
+    table = getattr(efficiency, name)
+    return (lambda: table[key], lambda v: table.__setitem__(key, v), grid)
+
+
+PARAMETERS = {
+    "MEMORY_BANDWIDTH_EFFICIENCY": _scalar("MEMORY_BANDWIDTH_EFFICIENCY", _grid(0.50, 0.90, 0.01)),
+    "QUANTISED_BANDWIDTH_FACTOR[int8]": _keyed("QUANTISED_BANDWIDTH_FACTOR", "int8", _grid(0.50, 1.00, 0.01)),
+    "QUANTISED_BANDWIDTH_FACTOR[int4]": _keyed("QUANTISED_BANDWIDTH_FACTOR", "int4", _grid(0.40, 1.00, 0.01)),
+    "PREFILL_EFFICIENCY": _scalar("PREFILL_EFFICIENCY", _grid(0.30, 0.90, 0.01)),
+    "PROMPT_ARRIVAL_VARIABILITY": _scalar("PROMPT_ARRIVAL_VARIABILITY", _grid(0.0, 6.0, 0.1)),
+    "GEMM_EFFICIENCY_BY_GENERATION[8]": _keyed("GEMM_EFFICIENCY_BY_GENERATION", "8", _grid(0.40, 0.90, 0.01)),
+    "GEMM_EFFICIENCY_BY_GENERATION[9]": _keyed("GEMM_EFFICIENCY_BY_GENERATION", "9", _grid(0.30, 0.90, 0.01)),
+    "FP8_GEMM_EFFICIENCY_FACTOR": _scalar("FP8_GEMM_EFFICIENCY_FACTOR", _grid(0.40, 1.40, 0.02)),
+    "NONMATMUL_BYTES_PER_TOKEN_HIDDEN": _scalar("NONMATMUL_BYTES_PER_TOKEN_HIDDEN", [34 * k for k in range(1, 13)]),
+    "COMM_OVERLAP": _scalar("COMM_OVERLAP", _grid(0.0, 1.0, 0.05)),
+}
+
+
+def objective(catalog) -> float:
+    rows = [r for r in all_rows(catalog) if r.half == "fit"]
+    return sum(median_errors(rows).values())
+
+
+def fit(rounds: int = 4) -> dict[str, float]:
+    """Coordinate descent from the committed values; returns the fitted value of every constant."""
+    catalog = bundled()
+    for _ in range(rounds):
+        changed = False
+        for get, put, grid in PARAMETERS.values():
+            start = get()
+            scores = []
+            for value in grid:
+                put(value)
+                scores.append((round(objective(catalog), 6), abs(value - start), value))
+            best = min(scores)[2]
+            put(best)
+            changed |= best != start
+        if not changed:
+            break
+    return {name: get() for name, (get, _, _) in PARAMETERS.items()}
+
+
+def main() -> None:
+    fitted = fit()
+    for name, value in fitted.items():
+        print(f"{name} = {value}")
+    rows = all_rows(bundled())
+    for (metric, half), value in sorted(median_errors(rows).items()):
+        print(f"  {metric:<20} {half:<6} median |error| {value:.1%}")
+    print(f"  fitting objective (sum of medians): {objective(bundled()):.4f}; "
+          f"checking rows: {statistics.median(abs(r.error) for r in rows if r.half == 'check'):.1%} overall")
+
+
+if __name__ == "__main__":
+    main()

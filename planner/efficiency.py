@@ -1,0 +1,49 @@
+"""The calibration constants: every share of a physical roof that the estimators assume, in one place.
+
+Each is ≤ 1 (nothing is predicted above a roof) and was fitted by `python bench/calibrate.py` on the
+FITTING half of bench/data/reference.yaml only; `python bench/accuracy.py` reports both halves.
+Estimators read them through this module (`efficiency.NAME`), so the calibration can vary them.
+"""
+
+from __future__ import annotations
+
+from planner.catalog import Accelerator
+
+# Achieved share of peak HBM bandwidth when streaming weights and KV cache in decode. gpt-fast's
+# Llama-2-7B bf16 on one A100-80GB reads 1,397 of 2,039 GB/s (reference P-34); domain.md gives
+# 65-85% as the measured range.
+MEMORY_BANDWIDTH_EFFICIENCY = 0.73
+# Weight-only quantised kernels dequantise on the fly and reach less of the roof (gpt-fast int8 and
+# int4-g32 rows, reference P-35..P-41).
+QUANTISED_BANDWIDTH_FACTOR = {"int8": 0.80, "int4": 0.62}
+# Share of dense peak tensor FLOP/s that a transformer's GEMMs sustain end to end (clocks under load,
+# tile quantisation, kernel gaps), per CUDA compute-capability generation: Hopper reaches a lower
+# share of its higher peak than Ampere (MosaicML's H100 and A100 rows, one code base).
+GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.66, "9": 0.55}
+# FP8 GEMMs reach a smaller share of their doubled peak than BF16 GEMMs of theirs (scaling factors,
+# casts, amax reductions): NeMo's FP8 Llama rows on H100 (reference N-*) run at 36-38% of FP8 peak.
+FP8_GEMM_EFFICIENCY_FACTOR = 0.90
+# Prefill pushes whole prompts through the GEMMs with less fusion than training (NIM TTFT rows).
+PREFILL_EFFICIENCY = 0.51
+# Squared coefficient of variation of prompt arrivals at a replica, in Kingman's queueing formula
+# for the wait before a prefill (1 is Poisson; closed-loop clients arrive in bursts: NIM TTFT rows).
+PROMPT_ARRIVAL_VARIABILITY = 1.8
+# Non-matmul traffic per layer in training, bytes per token per hidden unit: Korthikanti's 34 B of
+# stored activations (reference B2) written in the forward, read in the backward, and re-read and
+# re-written by norms, residual adds, activation functions and dropout.
+NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 2 * 34
+# Share of a collective that hides behind the compute it overlaps (FSDP/ZeRO prefetch, DDP bucketed
+# all-reduce in the backward): NCCL kernels take SMs from the GEMMs they overlap.
+COMM_OVERLAP = 0.5
+
+
+def gemm_efficiency(accel: Accelerator) -> float:
+    """No training measurement for accelerators outside the fitted generations: the lowest fitted value."""
+    generation = (accel.compute_capability or "").split(".")[0]
+    return GEMM_EFFICIENCY_BY_GENERATION.get(generation, min(GEMM_EFFICIENCY_BY_GENERATION.values()))
+
+
+def effective_bandwidth(accel: Accelerator, precision: str) -> float:
+    """Bytes/s that decode streams at: peak × achieved share × the quantised kernels' factor."""
+    return (accel.memory_bandwidth_gb_s * 1e9 * MEMORY_BANDWIDTH_EFFICIENCY
+            * QUANTISED_BANDWIDTH_FACTOR.get(precision, 1.0))
