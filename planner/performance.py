@@ -95,14 +95,15 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
     """Continuous batching at `batch` sequences per replica, at the typical request.
 
     Each decode step emits one token per sequence; meanwhile batch/output_tokens sequences finish and
-    are replaced, and their prefills share the device (chunked prefill), which lengthens every step.
+    are replaced, and the other sequences' prefills share the device (chunked prefill), which
+    lengthens every step a sequence waits through.
     Each of the `batch` clients waits TTFT (queueing included) and then output_tokens-1 steps, so a replica
     delivers batch·output_tokens tokens every TTFT + (output_tokens-1)·ITL (a closed loop).
     """
     mean_context = prompt_tokens + output_tokens / 2
     step = decode_step(arch, accel, precision, kv_precision, tp, pp, batch, mean_context)
     prefill = prefill_s(arch, accel, precision, tp, pp, prompt_tokens, itype)
-    inter_token = step.seconds + batch / output_tokens * prefill
+    inter_token = step.seconds + (batch - 1) / output_tokens * prefill  # the others' prefills; its own is in TTFT
     # The first token comes out of the prompt's own prefill. A new prompt first queues behind the
     # other clients' prefills: the replica spends a share rho of its time prefilling them, and with
     # identical prompts the service time is fixed, so Kingman's G/D/1 approximation gives a mean wait
