@@ -10,7 +10,9 @@ from planner.candidates import Candidate, Miss, memory_miss, tensor_parallel_opt
 from planner.catalog import Accelerator, InstanceType
 from planner.cost import HourlyPrice
 from planner.memory import TrainingSetup, training_memory
-from planner.training_time import VIRTUAL_PIPELINE_STAGES, TrainingLayout, training_step, training_work
+from planner.training_time import (VIRTUAL_PIPELINE_STAGES, TrainingLayout, model_flops_per_token, training_step,
+                                   training_work)
+from planner.units import compute_precision
 from planner.spec import Workload
 
 MICRO_BATCHES = (16, 8, 4, 2, 1)  # largest first: the biggest micro-batch that fits runs the GEMMs best
@@ -54,6 +56,18 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, price: H
     if not itype.multi_node and any(n > 1 for n in nodes_options):
         single_node_only = f"multi-node training needs EFA or another inter-node network: {itype.multi_node_gap()}"
         nodes_options = tuple(n for n in nodes_options if n == 1)
+    if t.deadline_hours and not pins.nodes:
+        # The compute roof: even at 100% of peak, fewer devices than this cannot meet the deadline.
+        peak = accel.peak_flops(compute_precision(w.precision)) or 0.0
+        floor_devices = t.tokens * model_flops_per_token(arch, t.sequence_length, t.method) / (t.deadline_hours * 3600 * peak) \
+            if peak else 0.0
+        reachable = tuple(n for n in nodes_options if n * apn >= floor_devices)
+        if not reachable:
+            most = max(nodes_options)
+            why = (f"even at peak FLOP/s, {most} node(s) cannot train {t.tokens:.3g} tokens in "
+                   f"{t.deadline_hours:g} h (needs ≥ {floor_devices:,.0f} {accel.name})")
+            return Miss(f"{why}; {single_node_only}" if single_node_only else why, floor_devices / (most * apn), stage=2)
+        nodes_options = reachable
     pps = (pins.pipeline_parallel,) if pins.pipeline_parallel else pipeline_options(arch.layers)
     tps = tensor_parallel_options(apn, arch.attention_heads, pins.tensor_parallel)
     if not tps:
@@ -118,19 +132,29 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, price: H
 def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, ckpts, zeros, mbs, memory):
     """For each recompute mode and ZeRO stage, the largest micro-batch that fits; the fastest of those."""
     best = None
+    smallest = min(mbs)
     for ck in ckpts:
-        for zero in zeros:
+        for zero in sorted(zeros, reverse=True):  # each lower stage holds more: stop at the first misfit
+            _, lean = memory(tp, pp, dp, zero, smallest, ck)
+            if lean.total > usable:
+                break  # the smallest micro-batch does not fit: no larger one, no lower stage will
+            # Activations grow with the micro-batch (and at most so do the micro-batches in flight,
+            # which only shrink as it grows): start from the largest that can fit by that bound.
+            room = (usable - lean.total + lean.activations) / max(lean.activations, 1.0)
             for mb in mbs:
-                if dp * mb > seqs:
+                if dp * mb > seqs or (mb > smallest and mb / smallest > room * pp):
                     continue
-                m, mem = memory(tp, pp, dp, zero, mb, ck)
+                m, mem = (0, lean) if mb == smallest else memory(tp, pp, dp, zero, mb, ck)
+                if mb == smallest:
+                    m = math.ceil(seqs / (dp * mb))
                 if mem.total > usable:
                     continue
 
                 layout = TrainingLayout(tp, pp, dp, zero, mb, m, ck)
                 state = mem.weights + mem.gradients + mem.optimizer
                 est = training_step(arch, itype, accel, w.precision, setup.seq, layout, state, work)
-                if best is None or est.tokens_per_s > best[2].tokens_per_s:
+                # equal speed (no data parallelism to shard over): the lower ZeRO stage, which is simpler
+                if best is None or (est.tokens_per_s, -zero) > (best[2].tokens_per_s, -best[0][0]):
                     best = ((zero, mb, m, ck), mem, est)
                 break
     return best
