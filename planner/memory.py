@@ -10,7 +10,7 @@ from planner.presets import Architecture
 from planner.units import BYTES_PER_PARAM, GIB, NF4_BYTES_PER_PARAM
 
 # Runtime reserve per device. CUDA context + framework measured at 1,343 MB on one GPU
-# (reference-public.md M-16, HF "Model training anatomy"); engines add CUDA graphs and sampler
+# (published case M-16, HF "Model training anatomy"); engines add CUDA graphs and sampler
 # buffers, and NCCL allocates its channel buffers once a device talks to peers. domain.md asks
 # for 1-3 GiB per GPU; these sum to 1.75 GiB alone and 2.25 GiB with peers.
 CUDA_CONTEXT_BYTES = 1343e6

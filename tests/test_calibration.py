@@ -32,3 +32,18 @@ def test_committed_constants_are_the_fit():
             put(committed[name])
     for name, value in committed.items():
         assert fitted[name] == pytest.approx(value), f"{name}: committed {value}, fit {fitted[name]}"
+
+
+def test_catalog_rebuilds_from_data_inside_the_repository():
+    """scripts/build_catalog.py needs nothing outside the clone (prices with their provenance README)."""
+    import importlib.util
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("build_catalog", root / "scripts" / "build_catalog.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.PRICES.is_file() and (module.PRICES.parent / "aws-accelerator-prices.README.md").is_file()
+    assert module.build(module.PRICES) == yaml.safe_load((root / "planner" / "data" / "catalog.yaml").read_text())

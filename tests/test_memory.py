@@ -1,4 +1,4 @@
-"""Memory estimators against exact formulas and the published figures (reference-public.md B, C)."""
+"""Memory estimators against exact formulas and the published figures (ZeRO paper B1, Korthikanti B2, KV-cache statements C2)."""
 
 from __future__ import annotations
 
