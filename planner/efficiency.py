@@ -28,6 +28,8 @@ PREFILL_EFFICIENCY = 0.51
 # Squared coefficient of variation of prompt arrivals at a replica, in Kingman's queueing formula
 # for the wait before a prefill (1 is Poisson; closed-loop clients arrive in bursts: NIM TTFT rows).
 PROMPT_ARRIVAL_VARIABILITY = 1.7
+# Fixed cost of a request before its prefill starts: HTTP, tokenisation, scheduling (NIM TTFT rows).
+REQUEST_OVERHEAD_S = 0.002
 # Non-matmul traffic per layer in training, bytes per token per hidden unit: Korthikanti's 34 B of
 # stored activations (reference B2) written in the forward, read in the backward, and re-read and
 # re-written by norms, residual adds, activation functions and dropout.

@@ -110,6 +110,6 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
     # of rho/(1-rho) · c_a²/2 prefills. The prefill then shares its step with the others' decodes.
     rho = (batch - 1) / output_tokens * prefill / inter_token
     wait = rho / (1 - rho) * efficiency.PROMPT_ARRIVAL_VARIABILITY / 2 * prefill
-    first_token = wait + prefill + step.seconds * (batch - 1) / batch
+    first_token = efficiency.REQUEST_OVERHEAD_S + wait + prefill + step.seconds * (batch - 1) / batch
     request_s = first_token + (output_tokens - 1) * inter_token
     return ServingEstimate(batch * output_tokens / request_s, first_token, inter_token, step.bound)

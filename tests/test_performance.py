@@ -18,16 +18,10 @@ def rows(catalog):
     return all_rows(catalog)
 
 
-@pytest.mark.parametrize("metric", ["training TFLOP/s", "serving tokens/s", "ITL"])
+@pytest.mark.parametrize("metric", ["training TFLOP/s", "serving tokens/s", "ITL", "TTFT"])
 def test_checking_half_meets_the_target(rows, metric):
     """Rows never fitted: the honest error (issue 9 targets)."""
     assert median_errors(rows)[(metric, "check")] <= TARGETS[metric]
-
-
-def test_checking_half_ttft_within_15_percent(rows):
-    # The target is 10%; the two unseen concurrencies sit at -12% and 0%, the short prompt at -13%
-    # (a fixed per-request overhead the model leaves out). Pinned so a regression shows.
-    assert median_errors(rows)[("TTFT", "check")] <= 0.15
 
 
 def test_every_row_within_40_percent(rows):
