@@ -1,6 +1,8 @@
-"""The calibration constants: every share of a physical roof that the estimators assume, in one place.
+"""The calibration constants the estimators assume, in one place.
 
-Each is ≤ 1 (nothing is predicted above a roof) and was fitted by `python bench/calibrate.py` on the
+Every share of a roof (bandwidth, GEMM, prefill efficiency, and the FP8 factor times the GEMM share)
+stays ≤ 1, so nothing is predicted above a roof; the rest are a request overhead, a queueing
+variability and a byte count. Each was fitted by `python bench/calibrate.py` on the
 FITTING half of bench/data/reference.yaml only; `python bench/accuracy.py` reports both halves.
 Estimators read them through this module (`efficiency.NAME`), so the calibration can vary them.
 """
@@ -21,7 +23,7 @@ QUANTISED_BANDWIDTH_FACTOR = {"int8": 0.80, "int4": 0.62}
 # share of its higher peak than Ampere (MosaicML's H100 and A100 rows, one code base).
 GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.66, "9": 0.55}
 # FP8 GEMMs reach a smaller share of their doubled peak than BF16 GEMMs of theirs (scaling factors,
-# casts, amax reductions): NeMo's FP8 Llama rows on H100 (reference N-*) run at 36-38% of FP8 peak.
+# casts, amax reductions): fitted on NeMo's FP8 Llama-3-8B row on H100 (reference N-8B-FP8).
 FP8_GEMM_EFFICIENCY_FACTOR = 0.90
 # Prefill pushes whole prompts through the GEMMs with less fusion than training (NIM TTFT rows).
 PREFILL_EFFICIENCY = 0.51

@@ -60,8 +60,6 @@ class TrainingEstimate:
     achieved_tflops_per_device: float
     model_flops_utilization: float
     bound: str
-    compute_s: float = 0.0
-    communication_s: float = 0.0
 
 
 def model_flops_per_token(arch: Architecture, seq: int, method: str = "full") -> float:
@@ -165,4 +163,4 @@ def training_step(arch: Architecture, itype: InstanceType, accel: Accelerator, p
     bound = "communication" if comm > compute_s else ("compute" if matmul_s >= nonmatmul_s else "memory-bandwidth")
     tokens_per_s = tokens / step
     achieved = model_flops_per_token(arch, seq, work.method) * tokens_per_s / devices
-    return TrainingEstimate(step, tokens, tokens_per_s, achieved / 1e12, achieved / peak, bound, compute_s, comm)
+    return TrainingEstimate(step, tokens, tokens_per_s, achieved / 1e12, achieved / peak, bound)
