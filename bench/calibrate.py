@@ -48,30 +48,46 @@ PARAMETERS = {
     "NONMATMUL_BYTES_PER_TOKEN_HIDDEN": _scalar("NONMATMUL_BYTES_PER_TOKEN_HIDDEN", [34 * k for k in range(1, 13)]),
     "COMM_OVERLAP": _scalar("COMM_OVERLAP", _grid(0.0, 1.0, 0.05)),
 }
+# Neuron constants move Neuron rows only (and GPU constants GPU rows only, except the two byte and
+# overlap constants both share), so each platform is fitted on its own rows.
+NEURON_PARAMETERS = {
+    "NEURON_MEMORY_BANDWIDTH_EFFICIENCY": _scalar("NEURON_MEMORY_BANDWIDTH_EFFICIENCY", _grid(0.30, 0.95, 0.01)),
+    "NEURON_COLLECTIVE_LATENCY_S": _scalar("NEURON_COLLECTIVE_LATENCY_S", _grid(0.0, 200e-6, 5e-6)),
+    "NEURON_LINK_EFFICIENCY": _scalar("NEURON_LINK_EFFICIENCY", _grid(0.10, 1.00, 0.05)),
+    "NEURON_REQUEST_OVERHEAD_S": _scalar("NEURON_REQUEST_OVERHEAD_S", _grid(0.0, 0.03, 0.001)),
+    "NEURON_PREFILL_EFFICIENCY": _scalar("NEURON_PREFILL_EFFICIENCY", _grid(0.10, 0.90, 0.01)),
+    "NEURON_GEMM_EFFICIENCY": _scalar("NEURON_GEMM_EFFICIENCY", _grid(0.10, 0.90, 0.01)),
+}
+ALL_PARAMETERS = {**PARAMETERS, **NEURON_PARAMETERS}
 
 
-def objective(catalog) -> float:
-    rows = [r for r in all_rows(catalog) if r.half == "fit"]
+def objective(catalog, platform: str | None = None) -> float:
+    rows = [r for r in all_rows(catalog, platform) if r.half == "fit"]
     return sum(median_errors(rows).values())
 
 
 def fit(rounds: int = 4) -> dict[str, float]:
     """Coordinate descent from the committed values; returns the fitted value of every constant."""
+    for platform, parameters in (("gpu", PARAMETERS), ("neuron", NEURON_PARAMETERS)):
+        _descend(parameters, platform, rounds)
+    return {name: get() for name, (get, _, _) in ALL_PARAMETERS.items()}
+
+
+def _descend(parameters: dict, platform: str, rounds: int) -> None:
     catalog = bundled()
     for _ in range(rounds):
         changed = False
-        for get, put, grid in PARAMETERS.values():
+        for get, put, grid in parameters.values():
             start = get()
             scores = []
             for value in grid:
                 put(value)
-                scores.append((round(objective(catalog), 6), abs(value - start), value))
+                scores.append((round(objective(catalog, platform), 6), abs(value - start), value))
             best = min(scores)[2]
             put(best)
             changed |= best != start
         if not changed:
             break
-    return {name: get() for name, (get, _, _) in PARAMETERS.items()}
 
 
 def main() -> None:
@@ -79,8 +95,8 @@ def main() -> None:
     for name, value in fitted.items():
         print(f"{name} = {value}")
     rows = all_rows(bundled())
-    for (metric, half), value in sorted(median_errors(rows).items()):
-        print(f"  {metric:<20} {half:<6} median |error| {value:.1%}")
+    for (platform, metric, half), value in sorted(median_errors(rows).items()):
+        print(f"  {platform:<6} {metric:<20} {half:<6} median |error| {value:.1%}")
     print(f"  fitting objective (sum of medians): {objective(bundled()):.4f}; "
           f"checking rows: {statistics.median(abs(r.error) for r in rows if r.half == 'check'):.1%} overall")
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import yaml
 
+from planner import efficiency
 from planner.catalog import Catalog
 from planner.memory import TrainingSetup, training_model_states
-from planner.performance import decode_step, serving_estimate
+from planner.performance import decode_step, prefill_s, serving_estimate
 from planner.presets import presets
 from planner.training_time import TrainingLayout, model_flops_per_token, training_step, training_work
 
@@ -28,6 +29,7 @@ class Row:
     setup: str
     predicted: float
     measured: float
+    platform: str = "gpu"  # gpu | neuron: fitted on separate constants, reported separately
 
     @property
     def error(self) -> float:
@@ -89,5 +91,44 @@ def _training_rows(catalog: Catalog) -> list[Row]:
     return rows
 
 
-def all_rows(catalog: Catalog) -> list[Row]:
-    return _decode_rows(catalog) + _serving_rows(catalog) + _training_rows(catalog)
+def _neuron_serving_rows(catalog: Catalog) -> list[Row]:
+    """transformers-neuronx static batches: all `batch` prompts are encoded together (TTFT), then the
+    batch decodes in lock-step (TPOT); the table's throughput is batch·output over the request."""
+    rows = []
+    for c in reference()["neuron_serving"]:
+        arch = presets()[c["model"]]
+        _, core = catalog.sharded(catalog.instance(c["instance_type"]))
+        b, prompt, out = c["batch"], c["prompt_tokens"], c["output_tokens"]
+        itl = decode_step(arch, core, c["precision"], "bf16", c["tp"], 1, b, prompt + out / 2).seconds
+        ttft = efficiency.request_overhead_s(core) + prefill_s(arch, core, c["precision"], c["tp"], 1, prompt, prompts=b)
+        setup = f"{c['model']} {c['instance_type']} TP{c['tp']} {c['precision']} b={b} {prompt}/{out}"
+        rows += [Row(c["id"], "serving tokens/s", c["half"], setup, b * out / (ttft + (out - 1) * itl), c["tokens_per_s"], "neuron"),
+                 Row(c["id"], "TTFT", c["half"], setup, ttft * 1e3, c["ttft_ms"], "neuron"),
+                 Row(c["id"], "ITL", c["half"], setup, itl * 1e3, c["itl_ms"], "neuron")]
+    return rows
+
+
+def predict_neuron_training(catalog: Catalog, c: dict):
+    arch = presets()[c["model"]]
+    itype, core = catalog.sharded(catalog.instance(c["instance_type"]))
+    setup = TrainingSetup("full", "bf16", "adamw", "auto", 16, c["seq"])
+    microbatches = c["global_batch"] // c["dp"]
+    layout = TrainingLayout(c["tp"], c["pp"], c["dp"], 1, 1, microbatches, "selective")
+    state = sum(training_model_states(arch, setup, c["tp"], c["pp"], c["dp"], 1))
+    return training_step(arch, itype, core, "bf16", c["seq"], layout, state, training_work(arch, setup))
+
+
+def _neuron_training_rows(catalog: Catalog) -> list[Row]:
+    rows = []
+    for c in reference()["neuron_training"]:
+        estimate = predict_neuron_training(catalog, c)
+        setup = f"{c['model']} {c['instance_type']} ×{c['nodes']} TP{c['tp']} PP{c['pp']} DP{c['dp']} ZeRO-1"
+        rows.append(Row(c["id"], "training sequences/s", c["half"], setup, estimate.tokens_per_s / c["seq"],
+                        c["sequences_per_s"], "neuron"))
+    return rows
+
+
+def all_rows(catalog: Catalog, platform: str | None = None) -> list[Row]:
+    gpu = _decode_rows(catalog) + _serving_rows(catalog) + _training_rows(catalog) if platform != "neuron" else []
+    neuron = _neuron_serving_rows(catalog) + _neuron_training_rows(catalog) if platform != "gpu" else []
+    return gpu + neuron

@@ -26,6 +26,7 @@ class InferenceEndpointArgs:
     image_uri: str | None = None
     max_instance_count: int | None = None
     kms_key_arn: str | None = None
+    compiled_model_url: str | None = None  # Neuron: s3:// prefix of pre-compiled graphs (NEFF cache)
     extra_environment: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> None:
@@ -35,6 +36,12 @@ class InferenceEndpointArgs:
             raise ValueError("give model_data_url (s3://...) or hf_model_id")
         if self.model_data_url and not self.model_data_url.startswith("s3://"):
             raise ValueError(f"model_data_url must be an s3:// URI (got {self.model_data_url!r})")
+        if self.compiled_model_url is not None:
+            if self.plan.choice.accelerator_vendor != "aws-neuron":
+                raise ValueError(f"compiled_model_url is for Neuron plans; {self.plan.workload} runs on "
+                                 f"{self.plan.choice.accelerator}")
+            if not self.compiled_model_url.startswith("s3://"):
+                raise ValueError(f"compiled_model_url must be an s3:// URI (got {self.compiled_model_url!r})")
         if self.max_instance_count is not None and self.max_instance_count < self.plan.choice.nodes:
             raise ValueError(f"max_instance_count {self.max_instance_count} is below the planned {self.plan.choice.nodes}")
 
@@ -58,13 +65,15 @@ def execution_policy(args: InferenceEndpointArgs, image: str) -> dict:
         {"Sid": "Metrics", "Effect": "Allow", "Action": ["cloudwatch:PutMetricData"], "Resource": "*",
          "Condition": {"StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/Endpoints", "/aws/sagemaker/*"]}}},
     ]
-    if args.model_data_url:
-        bucket, key = _s3_parts(args.model_data_url)
+    for sid, url in (("Model", args.model_data_url), ("CompiledGraphs", args.compiled_model_url)):
+        if not url:
+            continue
+        bucket, key = _s3_parts(url)
         prefix = key.rsplit("/", 1)[0] + "/" if key.endswith(".tar.gz") else key
         statements += [
-            {"Sid": "ReadModel", "Effect": "Allow", "Action": ["s3:GetObject"],
+            {"Sid": f"Read{sid}", "Effect": "Allow", "Action": ["s3:GetObject"],
              "Resource": f"arn:aws:s3:::{bucket}/{prefix}*"},
-            {"Sid": "ListModel", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": f"arn:aws:s3:::{bucket}",
+            {"Sid": f"List{sid}", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": f"arn:aws:s3:::{bucket}",
              "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*"]}}},
         ]
     if args.kms_key_arn:
@@ -90,7 +99,12 @@ class InferenceEndpoint(pulumi.ComponentResource):
                            "Action": "sts:AssumeRole"}]}), tags=tags, opts=child)
         self.role_policy = aws.iam.RolePolicy(f"{name}-role-policy", role=self.role.id,
                                               policy=json.dumps(execution_policy(args, image)), opts=child)
-        environment = {**settings.container_environment(plan, args.hf_model_id, args.headroom), **args.extra_environment}
+        environment = {**settings.container_environment(plan, args.hf_model_id, args.headroom, args.compiled_model_url),
+                       **args.extra_environment}
+        if plan.choice.accelerator_vendor == "aws-neuron" and not args.compiled_model_url:
+            pulumi.log.warn(f"{plan.workload}: no compiledModelUrl; the endpoint compiles the model for batch "
+                            f"{plan.layout.compiled_batch_size} × {plan.layout.n_positions} positions at start, "
+                            "which can outlast the health check for large models", resource=self)
         container = aws.sagemaker.ModelPrimaryContainerArgs(image=image, environment=environment)
         if args.model_data_url and args.model_data_url.endswith(".tar.gz"):
             container.model_data_url = args.model_data_url

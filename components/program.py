@@ -6,7 +6,7 @@ Config (namespace gpuplan):
   vpcId, subnetIds  network for training clusters
   kmsKeyArn         optional key for SageMaker volumes
   environment       production (default) or another name; tagged for the policies
-  deployments       per workload: modelDataUrl | hfModelId, imageUri, maxInstanceCount,
+  deployments       per workload: modelDataUrl | hfModelId, imageUri, maxInstanceCount, compiledModelUrl (Neuron),
                     subnetId, capacityReservationId, fsx, amiParameter
 """
 
@@ -61,7 +61,8 @@ def main() -> None:
                     plan=plan, region=region, tags=tags, output_tokens=workload.serving.output_tokens,
                     headroom=workload.constraints.memory_headroom, model_data_url=deploy.get("modelDataUrl"),
                     hf_model_id=deploy.get("hfModelId"), image_uri=deploy.get("imageUri"),
-                    max_instance_count=deploy.get("maxInstanceCount"), kms_key_arn=config.get("kmsKeyArn")))
+                    max_instance_count=deploy.get("maxInstanceCount"), kms_key_arn=config.get("kmsKeyArn"),
+                    compiled_model_url=deploy.get("compiledModelUrl")))
                 pulumi.export(f"{workload.name}-endpoint", component.endpoint_name)
             elif plan.kind == "inference":
                 fail(f"gpuplan:workloads ({workload.name}).constraints.deploy_target",

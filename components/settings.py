@@ -48,13 +48,41 @@ def ami_parameter(plan: Plan) -> str:
     return _images()["amis"][vendor(plan)]
 
 
-def container_environment(plan: Plan, hf_model_id: str | None, headroom: float) -> dict[str, str]:
+# Neuron compiler optimisation level for LMI's transformers-neuronx (option.neuron_optimize_level):
+# 2 is the compiler default, 1 compiles fastest (used when nothing is pre-compiled, so a first
+# start fits the health-check window as best it can), 3 for pre-compiled artifacts.
+NEURON_OPTIMIZE_LEVEL = {True: "3", False: "1"}
+
+
+def neuron_environment(plan: Plan, compiled_model_url: str | None) -> dict[str, str]:
+    """LMI transformers-neuronx options (DJL Serving LMI docs, tnx_user_guide): the static shapes the
+    plan sized the KV cache for, TP in NeuronCores, and pre-compiled graphs (NEFFs) when given."""
+    lay = plan.layout
+    env = {"OPTION_ENTRYPOINT": "djl_python.transformers_neuronx",
+           "OPTION_ROLLING_BATCH": "auto",
+           "OPTION_TENSOR_PARALLEL_DEGREE": str(lay.tensor_parallel),
+           "OPTION_N_POSITIONS": str(lay.n_positions),
+           "OPTION_MAX_ROLLING_BATCH_SIZE": str(lay.compiled_batch_size),
+           "OPTION_DTYPE": {"fp32": "fp32", "fp16": "fp16"}.get(plan.model.precision, "bf16"),
+           "OPTION_NEURON_OPTIMIZE_LEVEL": NEURON_OPTIMIZE_LEVEL[compiled_model_url is not None],
+           "OPTION_MODEL_LOADING_TIMEOUT": str(MAX_TIMEOUT_S)}
+    if plan.model.precision == "int8":
+        env["OPTION_LOAD_IN_8BIT"] = "true"
+    if compiled_model_url:
+        env["OPTION_COMPILED_GRAPH_PATH"] = compiled_model_url
+    return env
+
+
+def container_environment(plan: Plan, hf_model_id: str | None, headroom: float,
+                          compiled_model_url: str | None = None) -> dict[str, str]:
     """The engine's own knobs set from the plan, so it allocates the memory the plan assumed."""
     style = _images()["images"][vendor(plan)][plan.engine]
     lay = plan.layout
     env: dict[str, str] = {}
     if hf_model_id:
         env["HF_MODEL_ID"] = hf_model_id
+    if vendor(plan) == "aws-neuron":
+        return {**env, **neuron_environment(plan, compiled_model_url)}
     devices = lay.tensor_parallel * lay.pipeline_parallel
     if style["style"] == "tgi":
         env.update({"SM_NUM_GPUS": str(lay.tensor_parallel),
@@ -66,9 +94,8 @@ def container_environment(plan: Plan, hf_model_id: str | None, headroom: float) 
         if quantize:
             env["HF_MODEL_QUANTIZE"] = quantize
         return env
-    cores = 2 if vendor(plan) == "aws-neuron" else 1  # LMI counts NeuronCores for Inferentia/Trainium
     env.update({"OPTION_ROLLING_BATCH": style["rolling_batch"],
-                "OPTION_TENSOR_PARALLEL_DEGREE": str(lay.tensor_parallel * cores),
+                "OPTION_TENSOR_PARALLEL_DEGREE": str(lay.tensor_parallel),
                 "OPTION_MAX_ROLLING_BATCH_SIZE": str(lay.batch_per_replica),
                 "OPTION_MAX_MODEL_LEN": str(plan.max_context_tokens),
                 "OPTION_DTYPE": {"fp32": "fp32", "fp16": "fp16"}.get(plan.model.precision, "bf16"),
@@ -78,7 +105,8 @@ def container_environment(plan: Plan, hf_model_id: str | None, headroom: float) 
     quantize = {"fp8": "fp8", "int4": "awq", "int8": "bitsandbytes8"}.get(plan.model.precision)
     if quantize:
         env["OPTION_QUANTIZE"] = quantize
-    per_instance = plan.choice.accelerators_per_node // devices if devices <= plan.choice.accelerators_per_node else 1
+    per_node = plan.choice.devices_per_node or plan.choice.accelerators_per_node
+    per_instance = per_node // devices if devices <= per_node else 1
     if per_instance > 1:  # LMI starts one worker per TP group on the instance
         env["SERVING_MIN_WORKERS"] = env["SERVING_MAX_WORKERS"] = str(per_instance)
     return env

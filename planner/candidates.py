@@ -81,13 +81,18 @@ def gib(value: float) -> str:
 
 
 def memory_miss(itype: InstanceType, accel: Accelerator, usable: float, required: float, detail: str) -> Miss:
-    return Miss(f"{itype.accelerators_per_node} × {gib(accel.memory_bytes)} ({gib(usable)} usable), "
+    unit = " NeuronCores" if accel.device_unit == "NeuronCore" else ""
+    return Miss(f"{itype.accelerators_per_node}{unit} × {gib(accel.memory_bytes)} ({gib(usable)} usable), "
                 f"needs {gib(required)} per device {detail}", required / usable, stage=1)
 
 
-def tensor_parallel_options(apn: int, heads: int, pinned: int | None) -> list[int]:
+def tensor_parallel_options(apn: int, heads: int, pinned: int | None, neuron: bool = False) -> list[int]:
     """TP degrees that divide the node's devices and the attention heads (vLLM and Megatron split
-    heads evenly); a pin is honoured as given."""
+    heads evenly); a pin is honoured as given. Neuron counts NeuronCores and pads heads to a multiple
+    of the degree (memory.attention_padding_params), so any even divisor of the node's cores is a
+    degree (published configurations: 2, 8, 12, 24 on inf2, 8 and 32 on trn1)."""
     if pinned is not None:
         return [pinned] if pinned <= apn else []
+    if neuron:
+        return [t for t in range(1, apn + 1) if apn % t == 0 and (t == 1 or t % 2 == 0)]
     return [t for t in range(1, apn + 1) if apn % t == 0 and heads % t == 0]

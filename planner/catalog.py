@@ -44,6 +44,28 @@ class Accelerator(BaseModel):
     def memory_bytes(self) -> float:
         return self.memory_mib * MIB
 
+    @property
+    def device_unit(self) -> str:
+        """What a tensor-parallel degree counts: GPUs, or NeuronCores (the Neuron SDK's tp_degree)."""
+        return "NeuronCore" if self.vendor == "aws-neuron" else "GPU"
+
+    @property
+    def devices_per_chip(self) -> int:
+        return self.neuron_cores if self.vendor == "aws-neuron" else 1
+
+    def sharding_device(self) -> "Accelerator":
+        """The unit a model is sharded over. A NeuronCore-v2 owns its share of the chip: 16 of the
+        32 GiB HBM, half the bandwidth and FLOP/s (AWS Neuron docs, inferentia2.rst and trainium.rst:
+        two NeuronCore-v2 per chip). NeuronLink stays whole: a ring over the node's cores crosses each
+        chip-to-chip link with one ring's traffic, as a ring over the chips would. A GPU is its own unit."""
+        n = self.devices_per_chip
+        if n <= 1:
+            return self
+        return self.model_copy(update={
+            "memory_mib": self.memory_mib / n, "memory_bandwidth_gb_s": self.memory_bandwidth_gb_s / n,
+            "tflops": {k: None if v is None else v / n for k, v in self.tflops.items()},
+            "neuron_cores": 1})
+
     def peak_flops(self, precision: str) -> float | None:
         """Dense peak FLOP/s at a tensor precision; None where the hardware lacks it."""
         tflops = self.tflops.get(precision)
@@ -136,6 +158,16 @@ class Catalog(BaseModel):
                   and services["sagemaker"].on_demand and services["ec2"].on_demand]
         return (statistics.median(ratios), len(ratios)) if ratios else (1.0, 0)
 
+    def sharded(self, itype: InstanceType) -> tuple[InstanceType, Accelerator]:
+        """The type and accelerator as the planner shards over them: per NeuronCore on Neuron types
+        (inf2.48xlarge is 24 devices of 16 GiB), per GPU elsewhere."""
+        return self._sharded_index[itype.name] if itype.name in self._sharded_index else \
+            _sharded(itype, self.accelerator(itype.accelerator))
+
+    @cached_property
+    def _sharded_index(self) -> dict[str, tuple[InstanceType, Accelerator]]:
+        return {t.name: _sharded(t, self.accelerator(t.accelerator)) for t in self.instance_types}
+
     @cached_property
     def _accel_index(self) -> dict[str, Accelerator]:
         return {a.name: a for a in self.accelerators}
@@ -143,6 +175,13 @@ class Catalog(BaseModel):
     @cached_property
     def _type_index(self) -> dict[str, InstanceType]:
         return {t.name: t for t in self.instance_types}
+
+
+def _sharded(itype: InstanceType, accel: Accelerator) -> tuple[InstanceType, Accelerator]:
+    n = accel.devices_per_chip
+    if n <= 1:
+        return itype, accel
+    return itype.model_copy(update={"accelerators_per_node": itype.accelerators_per_node * n}), accel.sharding_device()
 
 
 def _validated(data: object, file: str) -> Catalog:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from planner import efficiency
 from planner.catalog import Accelerator, InstanceType
 
 # NCCL ring collectives reach ~80% of the link's one-way bandwidth (nccl-tests bus bandwidth:
@@ -20,7 +21,8 @@ COLLECTIVE_PER_RANK_S = 1.5e-6
 
 def intra_node_bytes_per_s(accel: Accelerator) -> float:
     """One-way per-device bandwidth inside a node (vendor NVLink figures add both directions)."""
-    return accel.intra_node_gb_s * 1e9 / 2 * COLLECTIVE_EFFICIENCY
+    share = efficiency.NEURON_LINK_EFFICIENCY if efficiency.is_neuron(accel) else COLLECTIVE_EFFICIENCY
+    return accel.intra_node_gb_s * 1e9 / 2 * share
 
 
 def inter_node_bytes_per_s(itype: InstanceType) -> float:
@@ -28,18 +30,22 @@ def inter_node_bytes_per_s(itype: InstanceType) -> float:
     return itype.inter_node_gbps * 1e9 / 8 / itype.accelerators_per_node * COLLECTIVE_EFFICIENCY
 
 
-def latency_s(ranks: int) -> float:
-    return COLLECTIVE_BASE_S + COLLECTIVE_PER_RANK_S * (ranks - 1) if ranks > 1 else 0.0
+def latency_s(ranks: int, accel: Accelerator | None = None) -> float:
+    if ranks <= 1:
+        return 0.0
+    if accel is not None and efficiency.is_neuron(accel):
+        return efficiency.NEURON_COLLECTIVE_LATENCY_S
+    return COLLECTIVE_BASE_S + COLLECTIVE_PER_RANK_S * (ranks - 1)
 
 
-def ring_s(bytes_: float, ranks: int, bandwidth: float, phases: int = 2) -> float:
+def ring_s(bytes_: float, ranks: int, bandwidth: float, phases: int = 2, accel: Accelerator | None = None) -> float:
     """Ring collective on one link class: each rank moves phases·(n-1)/n of the buffer
     (Patarasuk & Yuan 2009). phases 2 is an all-reduce, 1 a reduce-scatter or an all-gather."""
     if ranks <= 1:
         return 0.0
     if bandwidth <= 0:
         return math.inf
-    return latency_s(ranks) + phases * (ranks - 1) / ranks * bytes_ / bandwidth
+    return latency_s(ranks, accel) + phases * (ranks - 1) / ranks * bytes_ / bandwidth
 
 
 def group_collective_s(bytes_: float, ranks: int, ranks_per_node: int, accel: Accelerator,
@@ -50,6 +56,6 @@ def group_collective_s(bytes_: float, ranks: int, ranks_per_node: int, accel: Ac
         return 0.0
     g = max(1, min(ranks, ranks_per_node))
     nodes = -(-ranks // g)
-    intra = ring_s(bytes_, g, intra_node_bytes_per_s(accel), phases)
-    inter = ring_s(bytes_ / g, nodes, inter_node_bytes_per_s(itype), phases) if nodes > 1 else 0.0
+    intra = ring_s(bytes_, g, intra_node_bytes_per_s(accel), phases, accel)
+    inter = ring_s(bytes_ / g, nodes, inter_node_bytes_per_s(itype), phases, accel) if nodes > 1 else 0.0
     return intra + inter

@@ -40,14 +40,50 @@ NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 2 * 34
 # all-reduce in the backward): NCCL kernels take SMs from the GEMMs they overlap.
 COMM_OVERLAP = 0.5
 
+# Neuron (Inferentia2, Trainium): no GPU constant above is reused. Fitted on the FITTING half of
+# AWS's published Neuron performance tables (transformers-neuronx serving on inf2.48xlarge and
+# trn1.32xlarge; NeuronX Distributed pre-training on trn1.32xlarge), bench/data/reference.yaml.
+# Achieved share of a NeuronCore's HBM bandwidth when decode streams weights and KV cache.
+NEURON_MEMORY_BANDWIDTH_EFFICIENCY = 0.81
+# Fixed cost of one collective among NeuronCores (the decode all-reduces are latency-bound: an 8B
+# model at TP 24 reads 0.3 GB per core per step yet takes 6.4 ms, 0.2 ms per layer).
+NEURON_COLLECTIVE_LATENCY_S = 100e-6
+# Achieved share of NeuronLink bandwidth in ring collectives.
+NEURON_LINK_EFFICIENCY = 0.55
+# Fixed cost of a request before its first token on Neuron: the host-side launch of the compiled
+# context-encoding graph and its I/O (128-token prompts take 25-29 ms on inf2 for 0.1 GFLOP of work).
+NEURON_REQUEST_OVERHEAD_S = 0.004
+# Share of a NeuronCore's peak BF16 FLOP/s that context encoding (prefill) sustains.
+NEURON_PREFILL_EFFICIENCY = 0.24
+# Share of peak BF16 FLOP/s that NeuronX Distributed training GEMMs sustain.
+NEURON_GEMM_EFFICIENCY = 0.50
+
+
+def is_neuron(accel: Accelerator) -> bool:
+    return accel.vendor == "aws-neuron"
+
 
 def gemm_efficiency(accel: Accelerator) -> float:
     """No training measurement for accelerators outside the fitted generations: the lowest fitted value."""
+    if is_neuron(accel):
+        return NEURON_GEMM_EFFICIENCY
     generation = (accel.compute_capability or "").split(".")[0]
     return GEMM_EFFICIENCY_BY_GENERATION.get(generation, min(GEMM_EFFICIENCY_BY_GENERATION.values()))
 
 
+def request_overhead_s(accel: Accelerator) -> float:
+    return NEURON_REQUEST_OVERHEAD_S if is_neuron(accel) else REQUEST_OVERHEAD_S
+
+
+def prefill_efficiency(accel: Accelerator) -> float:
+    return NEURON_PREFILL_EFFICIENCY if is_neuron(accel) else PREFILL_EFFICIENCY
+
+
 def effective_bandwidth(accel: Accelerator, precision: str) -> float:
-    """Bytes/s that decode streams at: peak × achieved share × the quantised kernels' factor."""
+    """Bytes/s that decode streams at: peak × achieved share × the quantised kernels' factor. Neuron
+    int8 weight storage is dequantised inside the compiled graph; no Neuron measurement isolates a
+    factor for it (the int8 rows are latency-bound), so none is applied."""
+    if is_neuron(accel):
+        return accel.memory_bandwidth_gb_s * 1e9 * NEURON_MEMORY_BANDWIDTH_EFFICIENCY
     return (accel.memory_bandwidth_gb_s * 1e9 * MEMORY_BANDWIDTH_EFFICIENCY
             * QUANTISED_BANDWIDTH_FACTOR.get(precision, 1.0))

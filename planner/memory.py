@@ -41,7 +41,12 @@ class MemoryBreakdown:
         return asdict(self)
 
 
-def runtime_overhead_bytes(devices_per_replica: int) -> float:
+def runtime_overhead_bytes(devices_per_replica: int, neuron: bool = False) -> float:
+    """CUDA context + engine buffers + NCCL channels on a GPU. A NeuronCore has no CUDA context and
+    no NCCL: the Neuron runtime's reserve is the compiled graph's I/O and scratch buffers, taken as
+    the engine buffer (an assumption; AWS publishes no per-core figure)."""
+    if neuron:
+        return ENGINE_BUFFER_BYTES
     peers = NCCL_BUFFER_BYTES if devices_per_replica > 1 else 0.0
     return CUDA_CONTEXT_BYTES + ENGINE_BUFFER_BYTES + peers
 
@@ -52,6 +57,21 @@ def weight_bytes(arch: Architecture, precision: str) -> float:
     per_param = BYTES_PER_PARAM[precision]
     embedding = arch.embedding_params
     return (arch.params - embedding) * per_param + embedding * max(per_param, 2.0)
+
+
+def attention_padding_params(arch: Architecture, tp: int) -> float:
+    """Parameters one TP rank holds beyond an even 1/tp share: query and output heads padded up to a
+    multiple of tp (Neuron pads heads when tp does not divide them, e.g. 64 heads at TP 24), and
+    K/V heads replicated once tp exceeds them (vLLM and Neuron both replicate KV heads)."""
+    per_head = arch.layers * arch.hidden_size * arch.head_dim
+    q_extra = math.ceil(arch.attention_heads / tp) - arch.attention_heads / tp
+    kv_extra = math.ceil(arch.kv_heads / tp) - arch.kv_heads / tp
+    return per_head * 2 * (q_extra + kv_extra)
+
+
+def sharded_weight_bytes(arch: Architecture, precision: str, tp: int) -> float:
+    """One TP rank's weights: 1/tp of the model plus the padded and replicated attention heads."""
+    return weight_bytes(arch, precision) / tp + attention_padding_params(arch, tp) * BYTES_PER_PARAM[precision]
 
 
 def kv_bytes_per_token(arch: Architecture, kv_precision: str) -> float:
@@ -73,16 +93,17 @@ def kv_shard_fraction(arch: Architecture, tp: int) -> float:
 
 
 def inference_memory(arch: Architecture, precision: str, kv_precision: str, tp: int, pp: int,
-                     sequences: int, context_tokens: int) -> MemoryBreakdown:
-    """Per-device memory at peak: every one of `sequences` holds `context_tokens` of KV at once."""
-    weights = weight_bytes(arch, precision) / (tp * pp)
+                     sequences: int, context_tokens: int, neuron: bool = False) -> MemoryBreakdown:
+    """Per-device memory at peak: every one of `sequences` holds `context_tokens` of KV at once
+    (on Neuron, the compiled batch × n_positions the model was compiled for)."""
+    weights = sharded_weight_bytes(arch, precision, tp) / pp
     kv = sequences * kv_bytes_per_sequence(arch, context_tokens, kv_precision) * kv_shard_fraction(arch, tp) / pp
     tokens = min(PREFILL_CHUNK_TOKENS, sequences * context_tokens)
     qkv_width = (arch.attention_heads + 2 * arch.kv_heads) * arch.head_dim / tp
     per_token = 2 * arch.hidden_size + qkv_width + 3 * arch.ffn_hidden_size / tp
     workspace = tokens * per_token * ACTIVATION_BYTES + sequences * arch.vocab_size / tp * LOGIT_BYTES
     return MemoryBreakdown(weights=weights, kv_cache=kv, activations=workspace,
-                           overhead=runtime_overhead_bytes(tp * pp))
+                           overhead=runtime_overhead_bytes(tp * pp, neuron))
 
 
 def zero_model_states(params: float, dp: int, stage: int, weight_b: float = 2.0, grad_b: float = 2.0,
@@ -190,7 +211,7 @@ def training_model_states(arch: Architecture, setup: TrainingSetup, tp: int, pp:
 
 def training_memory(arch: Architecture, setup: TrainingSetup, tp: int, pp: int, dp: int, zero: int,
                     micro_batch: int, microbatches: int, checkpointing: str, flash_attention: bool,
-                    virtual_stages: int = 1) -> MemoryBreakdown:
+                    virtual_stages: int = 1, neuron: bool = False) -> MemoryBreakdown:
     """Per-device training memory on the busiest (first) pipeline stage.
 
     Under 1F1B the first stage keeps min(pp, microbatches) micro-batches of its L/pp layers in flight,
@@ -211,4 +232,4 @@ def training_memory(arch: Architecture, setup: TrainingSetup, tp: int, pp: int, 
         activations += activation_bytes_per_layer(setup.seq, micro_batch, arch, tp, "none", flash_attention)
     logits = setup.seq * micro_batch * arch.vocab_size / tp * LOGIT_BYTES
     return MemoryBreakdown(weights=weights, activations=activations + logits, gradients=grads,
-                           optimizer=optimizer, overhead=runtime_overhead_bytes(tp * pp * dp))
+                           optimizer=optimizer, overhead=runtime_overhead_bytes(tp * pp * dp, neuron))

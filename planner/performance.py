@@ -7,12 +7,15 @@ says which roof binds. Training step time lives in planner/training_time.py.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from planner import efficiency
 from planner.catalog import Accelerator, InstanceType
 from planner.collectives import inter_node_bytes_per_s, intra_node_bytes_per_s, ring_s
-from planner.memory import kv_bytes_per_sequence, kv_shard_fraction, weight_bytes
+from planner.memory import (attention_padding_params, kv_bytes_per_sequence, kv_shard_fraction, sharded_weight_bytes,
+                            weight_bytes)
+from planner.units import BYTES_PER_PARAM
 from planner.presets import Architecture
 from planner.units import compute_precision
 
@@ -52,29 +55,31 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     """One decode step for `batch` sequences at `context_tokens` each (domain.md): per stage,
     max(bytes moved ÷ achieved bandwidth, FLOPs ÷ achieved peak) + TP all-reduces; a token passes
     every stage in turn."""
-    weights = moe_weight_bytes_read(arch, precision, batch) / (tp * pp)
+    padding = attention_padding_params(arch, tp) * BYTES_PER_PARAM[precision]
+    weights = (moe_weight_bytes_read(arch, precision, batch) / tp + padding) / pp
     kv = batch * kv_bytes_per_sequence(arch, int(context_tokens), kv_precision) * kv_shard_fraction(arch, tp) / pp
     memory_s = (weights + kv) / efficiency.effective_bandwidth(accel, precision)
     attention_flops = 4 * arch.layers * arch.attention_heads * arch.head_dim * context_tokens
     flops = batch * (2 * arch.params_per_token + attention_flops) / (tp * pp)
     compute_s = flops / (accel.peak_flops(compute_precision(precision)) * efficiency.gemm_efficiency(accel))
     activation = batch * arch.hidden_size * 2
-    comm_s = 2 * arch.layers / pp * ring_s(activation, tp, intra_node_bytes_per_s(accel)) if tp > 1 else 0.0
+    comm_s = 2 * arch.layers / pp * ring_s(activation, tp, intra_node_bytes_per_s(accel), accel=accel) if tp > 1 else 0.0
     stage_s = max(memory_s, compute_s) + comm_s
     return DecodeStep(stage_s * pp, memory_s * pp, compute_s * pp, comm_s * pp)
 
 
 def prefill_s(arch: Architecture, accel: Accelerator, precision: str, tp: int, pp: int, prompt_tokens: int,
-              itype: InstanceType | None = None) -> float:
-    """Time to run one prompt through the model. Causal attention does half of 4·L·s²·H·hd. Pipeline
-    stages run one prompt one after another, so PP shortens nothing here (only TP splits the work);
-    each stage boundary adds a hop of the prompt's activations."""
-    flops = 2 * arch.params_per_token * prompt_tokens + \
-        2 * arch.layers * prompt_tokens**2 * arch.attention_heads * arch.head_dim
-    compute = flops / tp / (accel.peak_flops(compute_precision(precision)) * efficiency.PREFILL_EFFICIENCY)
-    memory = weight_bytes(arch, precision) / tp / efficiency.effective_bandwidth(accel, precision)
-    activations = prompt_tokens * arch.hidden_size * 2
-    comm = 2 * arch.layers * ring_s(activations, tp, intra_node_bytes_per_s(accel)) if tp > 1 else 0.0
+              itype: InstanceType | None = None, prompts: int = 1) -> float:
+    """Time to run `prompts` prompts (one batch) through the model. Causal attention does half of
+    4·L·s²·H·hd. Pipeline stages run one prompt one after another, so PP shortens nothing here (only
+    TP splits the work); each stage boundary adds a hop of the prompt's activations."""
+    padded_heads = math.ceil(arch.attention_heads / tp) * tp  # a rank computes its padded heads too
+    flops = prompts * (2 * (arch.params_per_token + attention_padding_params(arch, tp) * tp) * prompt_tokens
+                       + 2 * arch.layers * prompt_tokens**2 * padded_heads * arch.head_dim)
+    compute = flops / tp / (accel.peak_flops(compute_precision(precision)) * efficiency.prefill_efficiency(accel))
+    memory = sharded_weight_bytes(arch, precision, tp) / efficiency.effective_bandwidth(accel, precision)
+    activations = prompts * prompt_tokens * arch.hidden_size * 2
+    comm = 2 * arch.layers * ring_s(activations, tp, intra_node_bytes_per_s(accel), accel=accel) if tp > 1 else 0.0
     if pp > 1:
         hop = inter_node_bytes_per_s(itype) if itype is not None else intra_node_bytes_per_s(accel)
         comm += (pp - 1) * activations / tp / hop
@@ -110,6 +115,6 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
     # of rho/(1-rho) · c_a²/2 prefills. The prefill then shares its step with the others' decodes.
     rho = (batch - 1) / output_tokens * prefill / inter_token
     wait = rho / (1 - rho) * efficiency.PROMPT_ARRIVAL_VARIABILITY / 2 * prefill
-    first_token = efficiency.REQUEST_OVERHEAD_S + wait + prefill + step.seconds * (batch - 1) / batch
+    first_token = efficiency.request_overhead_s(accel) + wait + prefill + step.seconds * (batch - 1) / batch
     request_s = first_token + (output_tokens - 1) * inter_token
     return ServingEstimate(batch * output_tokens / request_s, first_token, inter_token, step.bound)

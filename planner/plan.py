@@ -11,7 +11,9 @@ class Choice(BaseModel):
     family: str
     accelerator: str
     accelerator_vendor: str
-    accelerators_per_node: int
+    accelerators_per_node: int  # chips (GPUs, Inferentia2/Trainium chips)
+    devices_per_node: int | None = None  # what TP/PP/DP count: GPUs, or NeuronCores (2 per Neuron chip)
+    device_unit: str = "GPU"
     nodes: int
     deploy_target: str
     purchase: str
@@ -20,7 +22,8 @@ class Choice(BaseModel):
 
 
 class PlanLayout(BaseModel):
-    tensor_parallel: int
+    tensor_parallel: int  # in tensor_parallel_unit: GPUs, or NeuronCores on Neuron types
+    tensor_parallel_unit: str = "GPU"
     pipeline_parallel: int
     data_parallel: int
     zero_stage: int | None = None
@@ -30,6 +33,8 @@ class PlanLayout(BaseModel):
     activation_checkpointing: str | None = None
     microbatches: int | None = None
     sequences_in_flight: int | None = None  # serving: never above concurrent_requests
+    compiled_batch_size: int | None = None  # Neuron: the static batch the model is compiled for
+    n_positions: int | None = None  # Neuron: the static sequence length (max context) compiled for
 
 
 class PlanMemory(BaseModel):

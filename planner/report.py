@@ -26,14 +26,19 @@ def gib(value: float) -> str:
 
 def headline(p: Plan) -> str:
     c = p.choice
-    return f"{c.instance_type} × {c.nodes} ({c.accelerators_per_node} × {c.accelerator} per node, {c.deploy_target}, {c.purchase}, {c.region})"
+    cores = f", {c.devices_per_node} NeuronCores" if c.device_unit == "NeuronCore" else ""
+    return (f"{c.instance_type} × {c.nodes} ({c.accelerators_per_node} × {c.accelerator}{cores} per node, "
+            f"{c.deploy_target}, {c.purchase}, {c.region})")
 
 
 def layout_text(p: Plan) -> str:
     lay = p.layout
-    text = f"TP {lay.tensor_parallel} × PP {lay.pipeline_parallel}"
+    unit = " NeuronCores" if lay.tensor_parallel_unit == "NeuronCore" else ""
+    text = f"TP {lay.tensor_parallel}{unit} × PP {lay.pipeline_parallel}"
     if p.kind == "inference":
-        return f"{text}, {lay.replicas} replica(s), batch {lay.batch_per_replica} per replica"
+        compiled = f", compiled for batch {lay.compiled_batch_size} × {lay.n_positions} positions" \
+            if lay.n_positions else ""
+        return f"{text}, {lay.replicas} replica(s), batch {lay.batch_per_replica} per replica{compiled}"
     return (f"{text} × DP {lay.data_parallel}, ZeRO-{lay.zero_stage}, micro-batch {lay.micro_batch} × "
             f"{lay.microbatches} micro-batches, {lay.activation_checkpointing} recompute")
 

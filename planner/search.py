@@ -37,6 +37,9 @@ def _type_gate(w: Workload, itype: InstanceType, catalog: Catalog, target: str) 
         return Miss(f"family {itype.family} not in constraints.families", by_request=True)
     if w.kind != "inference" and not accel.supports.training:
         return Miss(f"{accel.name} is an inference-only accelerator")
+    if w.kind != "inference" and w.training.method == "qlora" and accel.vendor == "aws-neuron":
+        return Miss(f"QLoRA needs bitsandbytes NF4 kernels, which are CUDA-only; NeuronX Distributed on "
+                    f"{accel.name} has no NF4 (use method lora or full)")
     tensor = {"fp8": "fp8", "bf16": "bf16"}.get(w.precision)
     if tensor and not getattr(accel.supports, tensor):
         return Miss(f"{accel.name} has no {w.precision} support")
@@ -78,9 +81,9 @@ def plan_workload(w: Workload, catalog: Catalog) -> Plan:
         if isinstance(gate, Miss):
             misses[itype.name] = gate
             continue
-        accel = catalog.accelerator(itype.accelerator)
-        found = best_inference(w, itype, accel, gate, target) if w.kind == "inference" else \
-            best_training(w, itype, accel, gate)
+        sharded, device = catalog.sharded(itype)  # NeuronCores on Neuron types, GPUs elsewhere
+        found = best_inference(w, sharded, device, gate, target) if w.kind == "inference" else \
+            best_training(w, sharded, device, gate)
         if isinstance(found, Miss):
             misses[itype.name] = found
             continue
@@ -98,7 +101,7 @@ def plan_workload(w: Workload, catalog: Catalog) -> Plan:
                               [NearMiss(name, m.reason) for name, m in considered[:NEAREST_MISSES]])
     feasible.sort(key=lambda cand: cand.rank_key)
     chosen = feasible[0]
-    return _plan(w, chosen, target, feasible[1:1 + ALTERNATIVES], misses, feasible[1 + ALTERNATIVES:])
+    return _plan(w, chosen, catalog, target, feasible[1:1 + ALTERNATIVES], misses, feasible[1 + ALTERNATIVES:])
 
 
 def ranking_unit(kind: str) -> tuple[str, str]:
@@ -145,14 +148,15 @@ def _hours(w: Workload) -> float:
     return w.serving.hours_per_month if w.kind == "inference" else HOURS_PER_MONTH
 
 
-def _plan(w: Workload, cand: Candidate, target: str, alternatives: list[Candidate], misses: dict[str, Miss],
+def _plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alternatives: list[Candidate], misses: dict[str, Miss],
           also_feasible: list[Candidate]) -> Plan:
     arch, accel, perf = w.architecture, cand.accel, cand.perf
     hours = _hours(w)
     required = cand.memory.total
+    chips = catalog.instance(cand.itype.name).accelerators_per_node
     choice = Choice(instance_type=cand.itype.name, family=cand.itype.family, accelerator=accel.name,
-                    accelerator_vendor=accel.vendor,
-                    accelerators_per_node=cand.itype.accelerators_per_node, nodes=cand.nodes,
+                    accelerator_vendor=accel.vendor, accelerators_per_node=chips,
+                    devices_per_node=cand.itype.accelerators_per_node, device_unit=accel.device_unit, nodes=cand.nodes,
                     deploy_target=target, purchase=w.constraints.purchase, region=w.constraints.region,
                     reason=why_chosen(cand, alternatives[0] if alternatives else None, w.kind))
     memory = PlanMemory(per_device_bytes=cand.memory.as_dict(), required_per_device_bytes=required,
@@ -166,9 +170,17 @@ def _plan(w: Workload, cand: Candidate, target: str, alternatives: list[Candidat
                         "refresh it with `gpuplan catalog refresh`")
     if w.kind == "inference":
         aggregate = cand.output_tokens_per_s
+        neuron = accel.device_unit == "NeuronCore"
         layout = PlanLayout(tensor_parallel=cand.tp, pipeline_parallel=cand.pp, data_parallel=1,
                             replicas=cand.replicas, batch_per_replica=cand.batch_per_replica,
-                            sequences_in_flight=cand.sequences_in_flight)
+                            sequences_in_flight=cand.sequences_in_flight, tensor_parallel_unit=accel.device_unit,
+                            compiled_batch_size=cand.batch_per_replica if neuron else None,
+                            n_positions=w.serving.max_context_tokens if neuron else None)
+        if neuron:
+            warnings.append(f"Neuron compiles the model ahead of time for batch {cand.batch_per_replica} × "
+                            f"{w.serving.max_context_tokens} positions at TP {cand.tp} NeuronCores; compiling "
+                            "at endpoint start can outlast the health check: deploy pre-compiled artifacts "
+                            "(deployment key compiledModelUrl)")
         performance = PlanPerformance(output_tokens_per_s=aggregate, output_tokens_per_s_per_replica=perf.output_tokens_per_s_per_replica,
                                       time_to_first_token_s=perf.time_to_first_token_s,
                                       inter_token_latency_s=perf.inter_token_latency_s, bound=perf.bound)
@@ -182,7 +194,7 @@ def _plan(w: Workload, cand: Candidate, target: str, alternatives: list[Candidat
         t = w.training
         ttt = t.tokens / perf.tokens_per_s
         layout = PlanLayout(tensor_parallel=cand.tp, pipeline_parallel=cand.pp, data_parallel=cand.dp,
-                            zero_stage=cand.zero, micro_batch=cand.micro_batch, replicas=1,
+                            tensor_parallel_unit=accel.device_unit, zero_stage=cand.zero, micro_batch=cand.micro_batch, replicas=1,
                             activation_checkpointing=cand.checkpointing, microbatches=cand.microbatches)
         performance = PlanPerformance(training_tokens_per_s=perf.tokens_per_s, step_time_s=perf.step_time_s,
                                       achieved_tflops_per_device=perf.achieved_tflops_per_device,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from planner.candidates import Candidate, Miss, memory_miss, tensor_parallel_options
 from planner.catalog import Accelerator, InstanceType
 from planner.cost import HourlyPrice
+from planner.efficiency import is_neuron
 from planner.memory import inference_memory
 from planner.performance import ServingEstimate, serving_estimate
 from planner.spec import Workload
@@ -55,8 +56,13 @@ class Spread:
         return self.low * self.replicas + self.busy
 
 
-def aggregate_tokens_per_s(spread: Spread, estimate_at) -> float:
-    """Every replica at its own batch: the busy ones at low+1, the rest at low."""
+def aggregate_tokens_per_s(spread: Spread, estimate_at, static_shapes: bool = False) -> float:
+    """Every replica at its own batch: the busy ones at low+1, the rest at low. A Neuron model is
+    compiled for one batch size (the peak), so every decode step runs that shape whatever the
+    number of live sequences: a replica with fewer sequences gets the peak's step time."""
+    if static_shapes:
+        at_peak = estimate_at(spread.peak).output_tokens_per_s_per_replica
+        return at_peak * spread.in_flight / spread.peak
     total = spread.busy * estimate_at(spread.peak).output_tokens_per_s_per_replica
     if spread.low:
         total += (spread.replicas - spread.busy) * estimate_at(spread.low).output_tokens_per_s_per_replica
@@ -70,7 +76,8 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
     usable = accel.memory_bytes * (1 - c.memory_headroom)
     best: Candidate | None = None
     miss: Miss | None = None
-    tps = tensor_parallel_options(apn, arch.attention_heads, pins.tensor_parallel)
+    neuron = is_neuron(accel)
+    tps = tensor_parallel_options(apn, arch.attention_heads, pins.tensor_parallel, neuron)
     if not tps:
         return Miss(f"tensor_parallel {pins.tensor_parallel} exceeds the {apn} accelerators per node"
                     if pins.tensor_parallel else f"no TP degree divides both {apn} devices and "
@@ -108,13 +115,13 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
 
             def memory_at(n: int):
                 return inference_memory(arch, w.precision, s.kv_cache_precision, tp, pp, spread_at(n).peak,
-                                        s.max_context_tokens)
+                                        s.max_context_tokens, neuron)
 
             def targets_met(n: int) -> bool:
                 spread = spread_at(n)
                 e = estimate(spread.peak)  # the busiest replica sets the latencies
                 return ((s.target_output_tokens_per_s is None
-                         or aggregate_tokens_per_s(spread, estimate) >= s.target_output_tokens_per_s)
+                         or aggregate_tokens_per_s(spread, estimate, neuron) >= s.target_output_tokens_per_s)
                         and (s.max_time_to_first_token_ms is None or e.time_to_first_token_s * 1e3 <= s.max_time_to_first_token_ms)
                         and (s.max_inter_token_latency_ms is None or e.inter_token_latency_s * 1e3 <= s.max_inter_token_latency_ms))
 
@@ -148,7 +155,7 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
             good = _first_true(fit, hi, lambda u: targets_met(u * step))
             if good is None:
                 spread = spread_at(hi * step)
-                miss = _target_miss(w, estimate(spread.peak), aggregate_tokens_per_s(spread, estimate), hi * step,
+                miss = _target_miss(w, estimate(spread.peak), aggregate_tokens_per_s(spread, estimate, neuron), hi * step,
                                     tp, pp).nearer(miss)
                 continue
             nodes = good * step
@@ -157,7 +164,7 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
             usd_per_hour = nodes * price.usd_per_hour
             cand = Candidate(itype, accel, price, nodes, tp, pp, 1, spread.replicas, memory, usable,
                              estimate(spread.peak), usd_per_hour, usd_per_hour, batch_per_replica=spread.peak,
-                             output_tokens_per_s=aggregate_tokens_per_s(spread, estimate),
+                             output_tokens_per_s=aggregate_tokens_per_s(spread, estimate, neuron),
                              sequences_in_flight=spread.in_flight)
             if best is None or cand.rank_key < best.rank_key:
                 best = cand

@@ -9,6 +9,7 @@ from functools import cache
 from planner.candidates import Candidate, Miss, memory_miss, tensor_parallel_options
 from planner.catalog import Accelerator, InstanceType
 from planner.cost import HourlyPrice
+from planner.efficiency import is_neuron
 from planner.memory import TrainingSetup, training_memory
 from planner.training_time import (VIRTUAL_PIPELINE_STAGES, TrainingLayout, model_flops_per_token, training_step,
                                    training_work)
@@ -17,6 +18,8 @@ from planner.spec import Workload
 
 MICRO_BATCHES = (16, 8, 4, 2, 1)  # largest first: the biggest micro-batch that fits runs the GEMMs best
 CHECKPOINTING = ("none", "selective", "full")  # cheapest recompute first
+# NeuronX Distributed: TP inside the node, PP, and ZeRO-1 (its optimizer-state sharding); no ZeRO-2/3.
+NEURON_ZERO_STAGES = (0, 1)
 DEFAULT_BATCH_TOKENS = {"training": 4.0e6, "fine-tuning": 2.5e5}  # Llama 2 pre-training used 4M tokens
 
 @cache
@@ -49,7 +52,12 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, price: H
     work = training_work(arch, setup)
     flash = accel.supports.flash_attention
     ckpts = CHECKPOINTING if t.activation_checkpointing == "auto" else (t.activation_checkpointing,)
-    zeros = (pins.zero_stage,) if pins.zero_stage is not None else (0, 1, 2, 3)
+    neuron = is_neuron(accel)
+    stages = NEURON_ZERO_STAGES if neuron else (0, 1, 2, 3)
+    if pins.zero_stage is not None and pins.zero_stage not in stages:
+        return Miss(f"layout.zero_stage {pins.zero_stage}: NeuronX Distributed shards optimizer states only "
+                    f"(ZeRO-1); stages {', '.join(map(str, stages))} run on {accel.name}")
+    zeros = (pins.zero_stage,) if pins.zero_stage is not None else stages
     mbs = (pins.micro_batch,) if pins.micro_batch else MICRO_BATCHES
     nodes_options = (pins.nodes,) if pins.nodes else node_counts(c.max_nodes)
     single_node_only = None
@@ -69,7 +77,7 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, price: H
             return Miss(f"{why}; {single_node_only}" if single_node_only else why, floor_devices / (most * apn), stage=2)
         nodes_options = reachable
     pps = (pins.pipeline_parallel,) if pins.pipeline_parallel else pipeline_options(arch.layers)
-    tps = tensor_parallel_options(apn, arch.attention_heads, pins.tensor_parallel)
+    tps = tensor_parallel_options(apn, arch.attention_heads, pins.tensor_parallel, neuron)
     if not tps:
         return Miss(f"tensor_parallel {pins.tensor_parallel} exceeds the {apn} accelerators per node "
                     "(TP stays inside one NVLink domain)" if pins.tensor_parallel else
@@ -81,7 +89,7 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, price: H
 
     def memory(tp, pp, dp, zero, mb, ck):
         m = math.ceil(seqs / (dp * mb))
-        return m, training_memory(arch, setup, tp, pp, dp, zero, mb, m, ck, flash, VIRTUAL_PIPELINE_STAGES)
+        return m, training_memory(arch, setup, tp, pp, dp, zero, mb, m, ck, flash, VIRTUAL_PIPELINE_STAGES, neuron)
 
     for tp in tps:
         for pp in pps:

@@ -93,14 +93,15 @@ def required_memory(tagged: TaggedWorkload, catalog: Catalog, instance_type: str
     itype = catalog.instance(instance_type)
     if itype is None:
         return f"instance type {instance_type} is not in the catalog"
-    tp, pp = tagged.int_of("tp"), tagged.int_of("pp")
+    tp, pp = tagged.int_of("tp"), tagged.int_of("pp")  # in the type's sharding unit: GPUs or NeuronCores
+    neuron = catalog.accelerator(itype.accelerator).vendor == "aws-neuron"
     if tagged.kind == "inference":
         return inference_memory(arch, tagged.precision, tagged.details.get("kv", "fp16"), tp, pp,
-                                tagged.int_of("batch"), int(tagged.details.get("ctx", 4096)))
+                                tagged.int_of("batch"), int(tagged.details.get("ctx", 4096)), neuron)
     d = tagged.details
     setup = TrainingSetup(d.get("method", "full"), tagged.precision, d.get("opt", "adamw"), d.get("grad", "auto"),
                           int(d.get("rank", 16)), int(d.get("seq", 4096)))
     accel = catalog.accelerator(itype.accelerator)
     return training_memory(arch, setup, tp, pp, tagged.int_of("dp"), tagged.int_of("zero", 0), tagged.int_of("mb"),
                            tagged.int_of("m"), tagged.layout.get("ckpt", "full"), accel.supports.flash_attention,
-                           VIRTUAL_PIPELINE_STAGES)
+                           VIRTUAL_PIPELINE_STAGES, neuron)

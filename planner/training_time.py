@@ -152,7 +152,7 @@ def training_step(arch: Architecture, itype: InstanceType, accel: Accelerator, p
     intra = intra_node_bytes_per_s(accel)
     # TP: 4 all-reduces of s·b·h activations per layer per micro-batch (2 forward, 2 backward), +2 on recompute.
     reduces = 4 + (2 if layout.checkpointing == "full" else 0)
-    tp_s = m * math.ceil(arch.layers / pp) * reduces * ring_s(seq * b * arch.hidden_size * 2, tp, intra)
+    tp_s = m * math.ceil(arch.layers / pp) * reduces * ring_s(seq * b * arch.hidden_size * 2, tp, intra, accel=accel)
     # PP: activations cross each stage boundary forward and back; over the NICs once stages span nodes.
     pp_link = inter_node_bytes_per_s(itype) if tp * dp * pp > apn else intra
     pp_s = 2 * m * seq * b * arch.hidden_size * 2 / tp / pp_link if pp > 1 else 0.0

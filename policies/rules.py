@@ -49,12 +49,16 @@ def _gib(value: float) -> str:
     return f"{value / GIB:.1f} GiB"
 
 
+def _device_name(accel) -> str:
+    return f"{accel.name} NeuronCore" if accel.device_unit == "NeuronCore" else accel.name
+
+
 def fitting_types(tagged: TaggedWorkload, catalog: Catalog, service: str, headroom: float) -> list[str]:
     """The cheapest catalog types (in the workload's region) whose devices hold the requirement at the same layout."""
     fits = []
     neuron = tagged.details.get("engine") == "neuron"
-    for itype in catalog.instance_types:
-        accel = catalog.accelerator(itype.accelerator)
+    for chip_type in catalog.instance_types:
+        itype, accel = catalog.sharded(chip_type)  # TP counts NeuronCores on Neuron types
         if itype.accelerators_per_node < tagged.int_of("tp") or (tagged.kind == "inference" and
                                                                  (accel.vendor == "aws-neuron") != neuron):
             continue
@@ -96,13 +100,13 @@ def accelerator_memory_fits(resource: Resource, config: dict, catalog: Catalog) 
         if isinstance(need, str):
             yield Finding(need, tagged.workload)
             continue
-        accel = catalog.accelerator(itype.accelerator)
+        _, accel = catalog.sharded(itype)  # per NeuronCore on Neuron types
         usable = accel.memory_bytes * (1 - headroom)
         if need.total > usable:
             prefix = "ml." if resource.type == ENDPOINT_CONFIG else ""
             fits = fitting_types(tagged, catalog, _service(resource), headroom)
             yield Finding(
-                f"{prefix}{itype.name} has {_gib(accel.memory_bytes)} per {accel.name} ({_gib(usable)} usable after "
+                f"{prefix}{itype.name} has {_gib(accel.memory_bytes)} per {_device_name(accel)} ({_gib(usable)} usable after "
                 f"{headroom:.0%} headroom) but workload {tagged.workload} needs {_gib(need.total)} per device at TP "
                 f"{tagged.int_of('tp')} × PP {tagged.int_of('pp')} (weights {_gib(need.weights)}, KV cache "
                 f"{_gib(need.kv_cache)}, activations {_gib(need.activations)}, optimizer {_gib(need.optimizer)}); "
@@ -130,11 +134,13 @@ def instance_family_allowed(resource: Resource, config: dict, catalog: Catalog) 
 
 
 def tensor_parallel_within_node(resource: Resource, config: dict, catalog: Catalog) -> Iterable[Finding]:
-    for tagged, itype, _ in _planned_types(resource, catalog):
+    for tagged, chip_type, _ in _planned_types(resource, catalog):
         tp = tagged.int_of("tp")
+        itype, accel = catalog.sharded(chip_type)
         if tp > itype.accelerators_per_node:
+            unit = "NeuronCores" if accel.device_unit == "NeuronCore" else "accelerators"
             yield Finding(f"tensor parallel {tp} spans nodes: {itype.name} has {itype.accelerators_per_node} "
-                          "accelerators; TP all-reduces twice per layer and must stay inside one NVLink domain "
+                          f"{unit}; TP all-reduces twice per layer and must stay inside one NVLink domain "
                           "(use pipeline or data parallelism across nodes)", tagged.workload)
 
 

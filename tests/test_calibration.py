@@ -10,7 +10,7 @@ from bench.reference_cases import reference
 
 
 def test_split_is_fixed_and_balanced():
-    for table in ("decode", "serving", "training"):
+    for table in ("decode", "serving", "training", "neuron_serving", "neuron_training"):
         halves = [row["half"] for row in reference()[table]]
         assert set(halves) == {"fit", "check"}
         assert abs(halves.count("fit") - halves.count("check")) <= 1
@@ -18,17 +18,17 @@ def test_split_is_fixed_and_balanced():
 
 def test_every_reference_row_has_a_source():
     data = reference()
-    for table in ("serving", "training"):
+    for table in ("serving", "training", "neuron_serving", "neuron_training"):
         for row in data[table]:
             assert row["source"] in data["sources"] and row["source"] in data["source_dates"]
 
 
 def test_committed_constants_are_the_fit():
-    committed = {name: get() for name, (get, _, _) in calibrate.PARAMETERS.items()}
+    committed = {name: get() for name, (get, _, _) in calibrate.ALL_PARAMETERS.items()}
     try:
         fitted = calibrate.fit()
     finally:
-        for name, (_, put, _) in calibrate.PARAMETERS.items():
+        for name, (_, put, _) in calibrate.ALL_PARAMETERS.items():
             put(committed[name])
     for name, value in committed.items():
         assert fitted[name] == pytest.approx(value), f"{name}: committed {value}, fit {fitted[name]}"

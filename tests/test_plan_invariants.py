@@ -52,8 +52,7 @@ training_specs = st.fixed_dictionaries({
 
 
 def _check_serving(plan, w, catalog):
-    itype = catalog.instance(plan.choice.instance_type)
-    accel = catalog.accelerator(itype.accelerator)
+    itype, accel = catalog.sharded(catalog.instance(plan.choice.instance_type))  # NeuronCores on Neuron types
     lay, perf, s = plan.layout, plan.performance, w.serving
     assert lay.sequences_in_flight <= s.concurrent_requests
     assert lay.replicas * lay.batch_per_replica >= lay.sequences_in_flight
@@ -81,8 +80,7 @@ def _check_serving(plan, w, catalog):
 
 
 def _check_training(plan, w, catalog):
-    itype = catalog.instance(plan.choice.instance_type)
-    accel = catalog.accelerator(itype.accelerator)
+    itype, accel = catalog.sharded(catalog.instance(plan.choice.instance_type))  # NeuronCores on Neuron types
     lay, perf, t = plan.layout, plan.performance, w.training
     devices = lay.tensor_parallel * lay.pipeline_parallel * lay.data_parallel
     assert devices == plan.choice.nodes * itype.accelerators_per_node
