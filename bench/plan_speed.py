@@ -4,7 +4,8 @@
     python bench/plan_speed.py --cli     # also the `gpuplan plan` command end to end
 
 Targets: < 100 ms per serving plan (issue 2); the 405B training plan under 0.5 s at max_nodes 512
-and under 2 s at max_nodes 2,048, i.e. 16,384 GPUs (issue 9).
+and under 2 s at max_nodes 2,048, i.e. 16,384 GPUs (issue 9); `gpuplan frontier` for 70B serving over
+the whole catalog under 1 s and for 405B training at max_nodes 512 under 3 s (issue 14).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import yaml  # noqa: E402
 
 from planner.catalog import Catalog, bundled  # noqa: E402
 from planner.errors import InfeasibleError  # noqa: E402
+from planner.frontier import frontier  # noqa: E402
 from planner.search import plan_workload  # noqa: E402
 from planner.spec import parse_workloads  # noqa: E402
 
@@ -67,6 +69,12 @@ def main() -> None:
                 label = type(exc).__name__
             seconds = _time(lambda: _try(w, catalog), repeats)
             print(f"{spec['name']:<12} {max_nodes:>9} {seconds * 1e3:>10.1f}  {label}")
+    print("\nfrontier (whole catalog):")
+    for spec, max_nodes in ((SERVING_70B, 64), (TRAINING_405B, 512)):
+        w = _workload(spec, max_nodes)
+        points = len(frontier(w, catalog).points)
+        seconds = _time(lambda: frontier(w, catalog), 3)
+        print(f"  {spec['name']:<12} max_nodes {max_nodes:>4}: {seconds * 1e3:8.1f} ms, {points} points")
     print("\ngrowth with catalog size (serve-70b, max_nodes 64):")
     for copies in (1, 2, 4, 8):
         big = scaled_catalog(catalog, copies)

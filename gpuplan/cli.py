@@ -58,6 +58,33 @@ def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--w
 
 
 @app.command()
+def frontier(file: Path = FileArg,
+             workload: Optional[str] = typer.Option(None, "--workload", help="Only this workload"),
+             format: Format = typer.Option(Format.table, "--format", "-f"), catalog: Optional[Path] = CatalogOpt,
+             region: Optional[str] = RegionOpt,
+             chart: Optional[Path] = typer.Option(None, "--chart", help="Also draw the frontier: .svg, .png or .html "
+                                                  "(needs the chart extra)")) -> None:
+    """Every plan no other plan beats on cost and latency (serving) or cost and time to train (training)."""
+    from planner import frontier_file
+    from planner.frontier_report import render_json, render_markdown, render_table
+
+    def build():
+        found = frontier_file(file, catalog, region, workload)
+        if chart is not None:
+            if len(found) != 1:
+                raise SpecError(f"--chart draws one workload; name it with --workload "
+                                f"({', '.join(f.workload for f in found)})", path="--chart")
+            from gpuplan.chart import write_chart
+
+            write_chart(found[0], chart)
+        return found
+
+    frontiers = guarded(build)
+    render = {Format.json: render_json, Format.markdown: render_markdown, Format.table: render_table}[format]
+    sys.stdout.write(render(frontiers))
+
+
+@app.command()
 def check(file: Path = FileArg, format: Format = typer.Option(Format.table, "--format", "-f"),
           policy_config: Optional[Path] = typer.Option(None, "--policy-config",
                                                        help="Policy config JSON, as for --policy-pack-config")) -> None:

@@ -14,9 +14,7 @@ __all__ = ["InfeasibleError", "Plan", "PlanSet", "SpecError", "Workload", "Workl
            "plan_file", "plan_workloads"]
 
 
-def plan_workloads(spec: WorkloadFile, catalog_path: str | Path | None = None, region: str | None = None,
-                   only: str | None = None) -> PlanSet:
-    """Plan every workload (or the one named `only`); the spec's `catalog:` applies unless overridden."""
+def _selected(spec: WorkloadFile, catalog_path, region, only):
     path = catalog_path or spec.catalog
     catalog = catalog_mod.load(path)
     workloads = spec.workloads
@@ -28,7 +26,23 @@ def plan_workloads(spec: WorkloadFile, catalog_path: str | Path | None = None, r
     if region is not None:
         workloads = [w.model_copy(update={"constraints": w.constraints.model_copy(update={"region": region})})
                      for w in workloads]
+    return path, catalog, workloads
+
+
+def plan_workloads(spec: WorkloadFile, catalog_path: str | Path | None = None, region: str | None = None,
+                   only: str | None = None) -> PlanSet:
+    """Plan every workload (or the one named `only`); the spec's `catalog:` applies unless overridden."""
+    path, catalog, workloads = _selected(spec, catalog_path, region, only)
     return PlanSet(plans=[plan_workload(w, catalog) for w in workloads], catalog=str(path) if path else "bundled")
+
+
+def frontier_file(path: str | Path, catalog_path: str | Path | None = None, region: str | None = None,
+                  only: str | None = None) -> list:
+    """The cost–latency frontier of every workload in the file (or the one named `only`)."""
+    from planner.frontier import frontier
+
+    _, catalog, workloads = _selected(load_workloads(path), catalog_path, region, only)
+    return [frontier(w, catalog) for w in workloads]
 
 
 def plan_file(path: str | Path, catalog_path: str | Path | None = None, region: str | None = None,

@@ -59,6 +59,17 @@ def _type_gate(w: Workload, itype: InstanceType, catalog: Catalog, target: str) 
 
 
 def plan_workload(w: Workload, catalog: Catalog) -> Plan:
+    target = checked_target(w, catalog)
+    feasible, misses = search_types(w, catalog, target)
+    if not feasible:
+        raise_infeasible(w, misses)
+    feasible.sort(key=lambda cand: cand.rank_key)
+    chosen = feasible[0]
+    return build_plan(w, chosen, catalog, target, feasible[1:1 + ALTERNATIVES], misses, feasible[1 + ALTERNATIVES:])
+
+
+def checked_target(w: Workload, catalog: Catalog) -> str:
+    """The deploy target, once the spec's names are known to the catalog."""
     target = deploy_target(w.kind, w.constraints.deploy_target)
     if w.kind != "inference" and target == "sagemaker":
         raise SpecError("deploy_target sagemaker is for inference; training runs on EC2 clusters (use auto or ec2)",
@@ -74,34 +85,44 @@ def plan_workload(w: Workload, catalog: Catalog) -> Plan:
             raise SpecError(f"unknown famil{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
                             f"catalog families: {', '.join(sorted(catalog.families()))}",
                             path=f"workloads[{w.name}].constraints.families")
+    return target
+
+
+def search_types(w: Workload, catalog: Catalog, target: str,
+                 collect: list[Candidate] | None = None) -> tuple[list[Candidate], dict[str, Miss]]:
+    """The best candidate of every type that can run the workload, and why each other type cannot;
+    with `collect`, every feasible layout within the budget is gathered too (gpuplan frontier)."""
     feasible: list[Candidate] = []
     misses: dict[str, Miss] = {}
+    budget = w.constraints.max_usd_per_month
     for itype in catalog.instance_types:
         gate = _type_gate(w, itype, catalog, target)
         if isinstance(gate, Miss):
             misses[itype.name] = gate
             continue
         sharded, device = catalog.sharded(itype)  # NeuronCores on Neuron types, GPUs elsewhere
-        found = best_inference(w, sharded, device, gate, target) if w.kind == "inference" else \
-            best_training(w, sharded, device, gate)
+        pool: list[Candidate] | None = [] if collect is not None else None
+        found = best_inference(w, sharded, device, gate, target, pool) if w.kind == "inference" else \
+            best_training(w, sharded, device, gate, pool)
+        if pool:
+            collect.extend(c for c in pool if budget is None or c.usd_per_hour * _hours(w) <= budget)
         if isinstance(found, Miss):
             misses[itype.name] = found
             continue
-        budget = w.constraints.max_usd_per_month
         monthly = found.usd_per_hour * _hours(w)
         if budget is not None and monthly > budget:
             misses[itype.name] = Miss(f"${monthly:,.0f}/month > max_usd_per_month ${budget:,.0f} "
                                       f"({found.nodes} node(s))", monthly / budget, stage=3)
             continue
         feasible.append(found)
-    if not feasible:
-        ranked = sorted(misses.items(), key=lambda kv: kv[1].shortfall)
-        considered = [(name, m) for name, m in ranked if not m.by_request] or ranked
-        raise InfeasibleError(w.name, f"no instance type in the catalog can run this {w.kind} workload",
-                              [NearMiss(name, m.reason) for name, m in considered[:NEAREST_MISSES]])
-    feasible.sort(key=lambda cand: cand.rank_key)
-    chosen = feasible[0]
-    return _plan(w, chosen, catalog, target, feasible[1:1 + ALTERNATIVES], misses, feasible[1 + ALTERNATIVES:])
+    return feasible, misses
+
+
+def raise_infeasible(w: Workload, misses: dict[str, Miss]) -> None:
+    ranked = sorted(misses.items(), key=lambda kv: kv[1].shortfall)
+    considered = [(name, m) for name, m in ranked if not m.by_request] or ranked
+    raise InfeasibleError(w.name, f"no instance type in the catalog can run this {w.kind} workload",
+                          [NearMiss(name, m.reason) for name, m in considered[:NEAREST_MISSES]])
 
 
 def ranking_unit(kind: str) -> tuple[str, str]:
@@ -148,7 +169,7 @@ def _hours(w: Workload) -> float:
     return w.serving.hours_per_month if w.kind == "inference" else HOURS_PER_MONTH
 
 
-def _plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alternatives: list[Candidate], misses: dict[str, Miss],
+def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alternatives: list[Candidate], misses: dict[str, Miss],
           also_feasible: list[Candidate]) -> Plan:
     arch, accel, perf = w.architecture, cand.accel, cand.perf
     hours = _hours(w)

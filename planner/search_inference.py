@@ -70,7 +70,9 @@ def aggregate_tokens_per_s(spread: Spread, estimate_at, static_shapes: bool = Fa
 
 
 def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: HourlyPrice,
-                   target: str = "sagemaker") -> Candidate | Miss:
+                   target: str = "sagemaker", collect: list[Candidate] | None = None) -> Candidate | Miss:
+    """The cheapest layout of this type; with `collect`, every feasible (TP, PP, nodes) is appended
+    to it too, from the fewest nodes that meet the targets to one replica per request (the frontier)."""
     arch, s, c, pins = w.architecture, w.serving, w.constraints, w.layout
     apn = itype.accelerators_per_node
     usable = accel.memory_bytes * (1 - c.memory_headroom)
@@ -158,14 +160,18 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
                 miss = _target_miss(w, estimate(spread.peak), aggregate_tokens_per_s(spread, estimate, neuron), hi * step,
                                     tp, pp).nearer(miss)
                 continue
-            nodes = good * step
-            spread = spread_at(nodes)
-            memory = memory_at(nodes)
-            usd_per_hour = nodes * price.usd_per_hour
-            cand = Candidate(itype, accel, price, nodes, tp, pp, 1, spread.replicas, memory, usable,
-                             estimate(spread.peak), usd_per_hour, usd_per_hour, batch_per_replica=spread.peak,
-                             output_tokens_per_s=aggregate_tokens_per_s(spread, estimate, neuron),
-                             sequences_in_flight=spread.in_flight)
+            def candidate_at(nodes: int) -> Candidate:
+                spread = spread_at(nodes)
+                usd_per_hour = nodes * price.usd_per_hour
+                return Candidate(itype, accel, price, nodes, tp, pp, 1, spread.replicas, memory_at(nodes), usable,
+                                 estimate(spread.peak), usd_per_hour, usd_per_hour, batch_per_replica=spread.peak,
+                                 output_tokens_per_s=aggregate_tokens_per_s(spread, estimate, neuron),
+                                 sequences_in_flight=spread.in_flight)
+
+            cand = candidate_at(good * step)
+            if collect is not None:
+                collect.append(cand)
+                collect.extend(candidate_at(u * step) for u in range(good + 1, hi + 1))
             if best is None or cand.rank_key < best.rank_key:
                 best = cand
     if best is not None:

@@ -43,7 +43,10 @@ def global_batch_sequences(w: Workload) -> int:
     tokens = t.global_batch_tokens or DEFAULT_BATCH_TOKENS[w.kind]
     return max(1, round(tokens / t.sequence_length))
 
-def best_training(w: Workload, itype: InstanceType, accel: Accelerator, price: HourlyPrice) -> Candidate | Miss:
+def best_training(w: Workload, itype: InstanceType, accel: Accelerator, price: HourlyPrice,
+                  collect: list[Candidate] | None = None) -> Candidate | Miss:
+    """The cheapest run on this type; with `collect`, every feasible (TP, PP, nodes) run is appended to
+    it too (larger node counts cost more per run but finish sooner: the frontier)."""
     arch, t, c, pins = w.architecture, w.training, w.constraints, w.layout
     apn = itype.accelerators_per_node
     usable = accel.memory_bytes * (1 - c.memory_headroom)
@@ -130,7 +133,8 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, price: H
                                  checkpointing=layout[3])
                 if best is None or cand.rank_key < best.rank_key:
                     best = cand
-                break  # more nodes only add communication: each run costs more from here
+                if collect is not None:
+                    collect.append(cand)
     if best is not None:
         return best
     if single_node_only:

@@ -160,7 +160,7 @@ def test_multi_node_network_stack_policy():
     assert messages == []
     no_pg = [r for r in resources if r.resource_type != "aws:ec2/placementGroup:PlacementGroup"]
     POLICIES["multi-node-training-network"].validate(StackValidationArgs(no_pg, {}), lambda m, urn=None: messages.append(m))
-    assert messages == ["pretrain-70b-lt: 12 nodes without a cluster placement group beside them"]
+    assert messages == ["pretrain-70b-lt: 16 nodes without a cluster placement group beside them"]
 
 
 def _resources(stack) -> list[Resource]:

@@ -1,0 +1,80 @@
+"""The cost–latency frontier: every plan no other plan beats on every axis at the spec's traffic.
+
+Serving: monthly cost, inter-token latency and time to first token (the spec's latency targets are
+what the frontier explores, so they are dropped; throughput target, budget and filters stay).
+Training: cost per run and time to train (the deadline is dropped the same way). Each point is a full
+plan from the planner's own search, so its layout can be pinned in the spec as it stands."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from planner.candidates import Candidate
+from planner.catalog import Catalog
+from planner.plan import Plan
+from planner.search import build_plan, checked_target, raise_infeasible, search_types
+from planner.spec import Workload
+
+
+class Frontier(BaseModel):
+    workload: str
+    kind: str
+    axes: list[str]  # minimised, in order; the first is the cost the planner ranks by
+    points: list[Plan]  # cheapest first
+    chosen: int  # index of the plan `gpuplan plan` chooses
+    targets: dict[str, float]  # the spec's own targets on the axes (ms or h), marked on the chart
+
+
+def relaxed(w: Workload) -> Workload:
+    if w.kind == "inference":
+        serving = w.serving.model_copy(update={"max_inter_token_latency_ms": None, "max_time_to_first_token_ms": None})
+        return w.model_copy(update={"serving": serving})
+    return w.model_copy(update={"training": w.training.model_copy(update={"deadline_hours": None})})
+
+
+def axes_of(c: Candidate, w: Workload) -> tuple[float, ...]:
+    """(ranking cost, latency axes...); the cost rounded as the planner's rank key rounds it."""
+    cost = float(f"{c.objective:.3g}")
+    if w.kind == "inference":
+        return cost, c.perf.inter_token_latency_s, c.perf.time_to_first_token_s
+    return cost, w.training.tokens / c.perf.tokens_per_s
+
+
+def non_dominated(pool: list[Candidate], w: Workload) -> list[Candidate]:
+    """Sweep cheapest first (ties by the planner's rank key): a point stays unless an already kept,
+    no costlier point is no worse on every latency axis. Among equal costs the planner's tie-break
+    decides, so the chosen plan is always on the frontier."""
+    kept: list[tuple[tuple[float, ...], Candidate]] = []
+    for cand in sorted(pool, key=lambda c: c.rank_key):
+        point = axes_of(cand, w)
+        if any(all(k <= p for k, p in zip(keep[1:], point[1:])) for keep, _ in kept):
+            continue
+        kept.append((point, cand))
+    return [cand for _, cand in kept]
+
+
+def frontier(w: Workload, catalog: Catalog) -> Frontier:
+    target = checked_target(w, catalog)
+    feasible, misses = search_types(w, catalog, target)
+    if not feasible:
+        raise_infeasible(w, misses)
+    chosen = min(feasible, key=lambda c: c.rank_key)
+    pool: list[Candidate] = []
+    search_types(relaxed(w), catalog, target, pool)
+    points = non_dominated(pool, w)
+    chosen_key = (chosen.itype.name, chosen.nodes, chosen.tp, chosen.pp, chosen.dp)
+    keys = [(c.itype.name, c.nodes, c.tp, c.pp, c.dp) for c in points]
+    if chosen_key not in keys:  # a target-constrained winner the relaxed sweep ranked behind a twin
+        points = sorted([*points, chosen], key=lambda c: c.rank_key)
+        keys = [(c.itype.name, c.nodes, c.tp, c.pp, c.dp) for c in points]
+    plans = [build_plan(w, c, catalog, target, [], {}, []) for c in points]
+    if w.kind == "inference":
+        s = w.serving
+        axes = ["usd_per_month", "inter_token_latency_ms", "time_to_first_token_ms"]
+        targets = {k: v for k, v in (("inter_token_latency_ms", s.max_inter_token_latency_ms),
+                                     ("time_to_first_token_ms", s.max_time_to_first_token_ms)) if v}
+    else:
+        axes = ["usd_per_training_run", "time_to_train_h"]
+        targets = {"time_to_train_h": w.training.deadline_hours} if w.training.deadline_hours else {}
+    return Frontier(workload=w.name, kind=w.kind, axes=axes, points=plans, chosen=keys.index(chosen_key),
+                    targets=targets)
