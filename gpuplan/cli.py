@@ -108,7 +108,9 @@ def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAM
          fail_above_percent: Optional[float] = typer.Option(None, "--fail-above-percent", min=0),
          fail_above_usd: Optional[float] = typer.Option(None, "--fail-above-usd", min=0),
          policy_config: Optional[Path] = typer.Option(None, "--policy-config"),
-         policies: bool = typer.Option(True, "--policies/--no-policies", help="Add gpuplan check's verdicts on the head")) -> None:
+         policies: bool = typer.Option(True, "--policies/--no-policies", help="Add gpuplan check's verdicts on the head"),
+         frontiers: bool = typer.Option(True, "--frontier/--no-frontier",
+                                        help="Fold the cost–latency frontier of each changed workload into the comment")) -> None:
     """The pull-request cost comment: monthly cost before and after, per workload, with policy verdicts."""
     from gpuplan import costdiff
     from planner import PlanSet, plan_file, plan_workloads
@@ -131,7 +133,15 @@ def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAM
             from gpuplan.check import check_file, load_policy_config
 
             verdicts = check_file(head, load_policy_config(policy_config), head_spec, after)
-        return costdiff.compare(before, after, str(base or f"{base_ref}:{head}"), str(head), verdicts)
+        diff = costdiff.compare(before, after, str(base or f"{base_ref}:{head}"), str(head), verdicts)
+        if frontiers and format == Format.markdown:  # the comment folds them in; JSON and tables do not
+            from planner import catalog as catalog_mod
+            from planner.frontier import frontier
+
+            moved = {r.workload for r in diff.workloads if r.status in ("changed", "added")}
+            head_catalog = catalog_mod.load(head_spec.catalog)
+            diff.frontiers = [frontier(w, head_catalog) for w in head_spec.workloads if w.name in moved]
+        return diff
 
     diff = guarded(build)
     if skip_no_diff and not diff.changed:

@@ -8,10 +8,12 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from gpuplan.check import CheckReport
 from planner.errors import SpecError
+from planner.frontier import Frontier
+from planner.frontier_report import mermaid as frontier_mermaid
 from planner.plan import Plan, PlanSet
 from planner.report import render_markdown as render_plans_markdown
 
@@ -55,6 +57,8 @@ class CostDiff(BaseModel):
     assumptions: Assumptions
     policies: CheckReport | None = None
     head_plans: PlanSet
+    # head frontiers of the changed and added workloads: folded into the Markdown comment only
+    frontiers: list[Frontier] = Field(default_factory=list, exclude=True)
 
 
 def _unit(plan: Plan) -> tuple[str, float | None]:
@@ -192,6 +196,9 @@ def render_markdown(diff: CostDiff) -> str:
     out += [f"- price {p}" for p in a.prices]
     if a.estimated_prices:
         out.append("- some SageMaker prices are estimates (EC2 price × the catalog's median ml.*/EC2 ratio)")
+    for f in diff.frontiers:
+        out += ["", "</details>", "", f"<details><summary>Cost–latency frontier: <code>{f.workload}</code> "
+                f"({len(f.points)} plans)</summary>", "", frontier_mermaid(f)]
     out += ["", "</details>", "", "<details><summary>Full plans (head)</summary>", "",
             render_plans_markdown(diff.head_plans).rstrip(), "", "</details>", ""]
     return "\n".join(out)

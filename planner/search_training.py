@@ -18,6 +18,11 @@ from planner.spec import Workload
 
 MICRO_BATCHES = (16, 8, 4, 2, 1)  # largest first: the biggest micro-batch that fits runs the GEMMs best
 CHECKPOINTING = ("none", "selective", "full")  # cheapest recompute first
+# More nodes mostly add communication, but not always less cost per run: DP changes how the global
+# batch splits into micro-batches, and so the bubble (issue 14's frontier found p5 × 16 at $337k/run
+# cheaper than the first feasible p5 × 12 at $355k). Per layout, the search goes on past a feasible
+# node count until this many larger counts in a row fail to beat the best; `gpuplan frontier` visits all.
+NODE_PATIENCE = 2
 # NeuronX Distributed: TP inside the node, PP, and ZeRO-1 (its optimizer-state sharding); no ZeRO-2/3.
 NEURON_ZERO_STAGES = (0, 1)
 DEFAULT_BATCH_TOKENS = {"training": 4.0e6, "fine-tuning": 2.5e5}  # Llama 2 pre-training used 4M tokens
@@ -98,7 +103,10 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, price: H
         for pp in pps:
             if pp > arch.layers:
                 continue
+            worse_in_a_row = 0  # see NODE_PATIENCE
             for nodes in nodes_options:
+                if collect is None and worse_in_a_row >= NODE_PATIENCE:
+                    break
                 devices = nodes * apn
                 if devices % (tp * pp):
                     continue
@@ -131,7 +139,9 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, price: H
                 cand = Candidate(itype, accel, price, nodes, tp, pp, dp, 1, mem, usable, est, usd_per_hour,
                                  run_usd, zero=layout[0], micro_batch=layout[1], microbatches=layout[2],
                                  checkpointing=layout[3])
-                if best is None or cand.rank_key < best.rank_key:
+                improved = best is None or cand.rank_key < best.rank_key
+                worse_in_a_row = 0 if improved else worse_in_a_row + 1
+                if improved:
                     best = cand
                 if collect is not None:
                     collect.append(cand)
