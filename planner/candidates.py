@@ -81,7 +81,7 @@ def gib(value: float) -> str:
 
 
 def memory_miss(itype: InstanceType, accel: Accelerator, usable: float, required: float, detail: str) -> Miss:
-    unit = " NeuronCores" if accel.device_unit == "NeuronCore" else ""
+    unit = " NeuronCores" if accel.is_neuron else ""
     return Miss(f"{itype.accelerators_per_node}{unit} × {gib(accel.memory_bytes)} ({gib(usable)} usable), "
                 f"needs {gib(required)} per device {detail}", required / usable, stage=1)
 

@@ -45,13 +45,17 @@ class Accelerator(BaseModel):
         return self.memory_mib * MIB
 
     @property
+    def is_neuron(self) -> bool:
+        return self.vendor == "aws-neuron"
+
+    @property
     def device_unit(self) -> str:
         """What a tensor-parallel degree counts: GPUs, or NeuronCores (the Neuron SDK's tp_degree)."""
-        return "NeuronCore" if self.vendor == "aws-neuron" else "GPU"
+        return "NeuronCore" if self.is_neuron else "GPU"
 
     @property
     def devices_per_chip(self) -> int:
-        return self.neuron_cores if self.vendor == "aws-neuron" else 1
+        return self.neuron_cores if self.is_neuron else 1
 
     def sharding_device(self) -> "Accelerator":
         """The unit a model is sharded over. A NeuronCore-v2 owns its share of the chip: 16 of the

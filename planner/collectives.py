@@ -21,7 +21,7 @@ COLLECTIVE_PER_RANK_S = 1.5e-6
 
 def intra_node_bytes_per_s(accel: Accelerator) -> float:
     """One-way per-device bandwidth inside a node (vendor NVLink figures add both directions)."""
-    share = efficiency.NEURON_LINK_EFFICIENCY if efficiency.is_neuron(accel) else COLLECTIVE_EFFICIENCY
+    share = efficiency.NEURON_LINK_EFFICIENCY if accel.is_neuron else COLLECTIVE_EFFICIENCY
     return accel.intra_node_gb_s * 1e9 / 2 * share
 
 
@@ -33,7 +33,7 @@ def inter_node_bytes_per_s(itype: InstanceType) -> float:
 def latency_s(ranks: int, accel: Accelerator | None = None) -> float:
     if ranks <= 1:
         return 0.0
-    if accel is not None and efficiency.is_neuron(accel):
+    if accel is not None and accel.is_neuron:
         return efficiency.NEURON_COLLECTIVE_LATENCY_S
     return COLLECTIVE_BASE_S + COLLECTIVE_PER_RANK_S * (ranks - 1)
 

@@ -59,31 +59,27 @@ NEURON_PREFILL_EFFICIENCY = 0.24
 NEURON_GEMM_EFFICIENCY = 0.50
 
 
-def is_neuron(accel: Accelerator) -> bool:
-    return accel.vendor == "aws-neuron"
-
-
 def gemm_efficiency(accel: Accelerator) -> float:
     """No training measurement for accelerators outside the fitted generations: the lowest fitted value."""
-    if is_neuron(accel):
+    if accel.is_neuron:
         return NEURON_GEMM_EFFICIENCY
     generation = (accel.compute_capability or "").split(".")[0]
     return GEMM_EFFICIENCY_BY_GENERATION.get(generation, min(GEMM_EFFICIENCY_BY_GENERATION.values()))
 
 
 def request_overhead_s(accel: Accelerator) -> float:
-    return NEURON_REQUEST_OVERHEAD_S if is_neuron(accel) else REQUEST_OVERHEAD_S
+    return NEURON_REQUEST_OVERHEAD_S if accel.is_neuron else REQUEST_OVERHEAD_S
 
 
 def prefill_efficiency(accel: Accelerator) -> float:
-    return NEURON_PREFILL_EFFICIENCY if is_neuron(accel) else PREFILL_EFFICIENCY
+    return NEURON_PREFILL_EFFICIENCY if accel.is_neuron else PREFILL_EFFICIENCY
 
 
 def effective_bandwidth(accel: Accelerator, precision: str) -> float:
     """Bytes/s that decode streams at: peak × achieved share × the quantised kernels' factor. Neuron
     int8 weight storage is dequantised inside the compiled graph; no Neuron measurement isolates a
     factor for it (the int8 rows are latency-bound), so none is applied."""
-    if is_neuron(accel):
+    if accel.is_neuron:
         return accel.memory_bandwidth_gb_s * 1e9 * NEURON_MEMORY_BANDWIDTH_EFFICIENCY
     return (accel.memory_bandwidth_gb_s * 1e9 * MEMORY_BANDWIDTH_EFFICIENCY
             * QUANTISED_BANDWIDTH_FACTOR.get(precision, 1.0))

@@ -62,11 +62,10 @@ def frontier(w: Workload, catalog: Catalog) -> Frontier:
     pool: list[Candidate] = []
     search_types(relaxed(w), catalog, target, pool)
     points = non_dominated(pool, w)
-    chosen_key = (chosen.itype.name, chosen.nodes, chosen.tp, chosen.pp, chosen.dp)
+    # The relaxed pool holds every layout the constrained search could choose, and nothing no costlier
+    # beats the chosen plan on latency (it would meet the targets and be chosen), so it is a point.
     keys = [(c.itype.name, c.nodes, c.tp, c.pp, c.dp) for c in points]
-    if chosen_key not in keys:  # a target-constrained winner the relaxed sweep ranked behind a twin
-        points = sorted([*points, chosen], key=lambda c: c.rank_key)
-        keys = [(c.itype.name, c.nodes, c.tp, c.pp, c.dp) for c in points]
+    chosen_key = (chosen.itype.name, chosen.nodes, chosen.tp, chosen.pp, chosen.dp)
     plans = [build_plan(w, c, catalog, target, [], {}, []) for c in points]
     if w.kind == "inference":
         s = w.serving

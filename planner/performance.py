@@ -15,9 +15,8 @@ from planner.catalog import Accelerator, InstanceType
 from planner.collectives import inter_node_bytes_per_s, intra_node_bytes_per_s, ring_s
 from planner.memory import (attention_padding_params, kv_bytes_per_sequence, kv_shard_fraction, sharded_weight_bytes,
                             weight_bytes)
-from planner.units import BYTES_PER_PARAM
 from planner.presets import Architecture
-from planner.units import compute_precision
+from planner.units import BYTES_PER_PARAM, compute_precision
 
 
 def moe_weight_bytes_read(arch: Architecture, precision: str, batch: int) -> float:

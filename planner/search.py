@@ -37,7 +37,7 @@ def _type_gate(w: Workload, itype: InstanceType, catalog: Catalog, target: str) 
         return Miss(f"family {itype.family} not in constraints.families", by_request=True)
     if w.kind != "inference" and not accel.supports.training:
         return Miss(f"{accel.name} is an inference-only accelerator")
-    if w.kind != "inference" and w.training.method == "qlora" and accel.vendor == "aws-neuron":
+    if w.kind != "inference" and w.training.method == "qlora" and accel.is_neuron:
         return Miss(f"QLoRA needs bitsandbytes NF4 kernels, which are CUDA-only; NeuronX Distributed on "
                     f"{accel.name} has no NF4 (use method lora or full)")
     tensor = {"fp8": "fp8", "bf16": "bf16"}.get(w.precision)
@@ -48,7 +48,7 @@ def _type_gate(w: Workload, itype: InstanceType, catalog: Catalog, target: str) 
         return Miss(f"{accel.name}{cc} has no int4 kernels")
     if w.kind == "inference":
         engine = engine_for(w, accel.vendor)
-        if (engine == "neuron") != (accel.vendor == "aws-neuron"):
+        if (engine == "neuron") != accel.is_neuron:
             return Miss(f"engine {engine} does not run on {accel.name}")
         if w.serving.kv_cache_precision == "fp8" and not accel.supports.fp8:
             return Miss(f"{accel.name} has no fp8 KV cache support")
@@ -191,13 +191,12 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
                         "refresh it with `gpuplan catalog refresh`")
     if w.kind == "inference":
         aggregate = cand.output_tokens_per_s
-        neuron = accel.device_unit == "NeuronCore"
         layout = PlanLayout(tensor_parallel=cand.tp, pipeline_parallel=cand.pp, data_parallel=1,
                             replicas=cand.replicas, batch_per_replica=cand.batch_per_replica,
                             sequences_in_flight=cand.sequences_in_flight, tensor_parallel_unit=accel.device_unit,
-                            compiled_batch_size=cand.batch_per_replica if neuron else None,
-                            n_positions=w.serving.max_context_tokens if neuron else None)
-        if neuron:
+                            compiled_batch_size=cand.batch_per_replica if accel.is_neuron else None,
+                            n_positions=w.serving.max_context_tokens if accel.is_neuron else None)
+        if accel.is_neuron:
             warnings.append(f"Neuron compiles the model ahead of time for batch {cand.batch_per_replica} × "
                             f"{w.serving.max_context_tokens} positions at TP {cand.tp} NeuronCores; compiling "
                             "at endpoint start can outlast the health check: deploy pre-compiled artifacts "

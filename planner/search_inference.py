@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from planner.candidates import Candidate, Miss, memory_miss, tensor_parallel_options
 from planner.catalog import Accelerator, InstanceType
 from planner.cost import HourlyPrice
-from planner.efficiency import is_neuron
 from planner.memory import inference_memory
 from planner.performance import ServingEstimate, serving_estimate
 from planner.spec import Workload
@@ -78,7 +77,7 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
     usable = accel.memory_bytes * (1 - c.memory_headroom)
     best: Candidate | None = None
     miss: Miss | None = None
-    neuron = is_neuron(accel)
+    neuron = accel.is_neuron
     tps = tensor_parallel_options(apn, arch.attention_heads, pins.tensor_parallel, neuron)
     if not tps:
         return Miss(f"tensor_parallel {pins.tensor_parallel} exceeds the {apn} accelerators per node"

@@ -9,7 +9,6 @@ from functools import cache
 from planner.candidates import Candidate, Miss, memory_miss, tensor_parallel_options
 from planner.catalog import Accelerator, InstanceType
 from planner.cost import HourlyPrice
-from planner.efficiency import is_neuron
 from planner.memory import TrainingSetup, training_memory
 from planner.training_time import (VIRTUAL_PIPELINE_STAGES, TrainingLayout, model_flops_per_token, training_step,
                                    training_work)
@@ -60,7 +59,7 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, price: H
     work = training_work(arch, setup)
     flash = accel.supports.flash_attention
     ckpts = CHECKPOINTING if t.activation_checkpointing == "auto" else (t.activation_checkpointing,)
-    neuron = is_neuron(accel)
+    neuron = accel.is_neuron
     stages = NEURON_ZERO_STAGES if neuron else (0, 1, 2, 3)
     if pins.zero_stage is not None and pins.zero_stage not in stages:
         return Miss(f"layout.zero_stage {pins.zero_stage}: NeuronX Distributed shards optimizer states only "

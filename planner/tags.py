@@ -94,14 +94,13 @@ def required_memory(tagged: TaggedWorkload, catalog: Catalog, instance_type: str
     if itype is None:
         return f"instance type {instance_type} is not in the catalog"
     tp, pp = tagged.int_of("tp"), tagged.int_of("pp")  # in the type's sharding unit: GPUs or NeuronCores
-    neuron = catalog.accelerator(itype.accelerator).vendor == "aws-neuron"
+    accel = catalog.accelerator(itype.accelerator)
     if tagged.kind == "inference":
         return inference_memory(arch, tagged.precision, tagged.details.get("kv", "fp16"), tp, pp,
-                                tagged.int_of("batch"), int(tagged.details.get("ctx", 4096)), neuron)
+                                tagged.int_of("batch"), int(tagged.details.get("ctx", 4096)), accel.is_neuron)
     d = tagged.details
     setup = TrainingSetup(d.get("method", "full"), tagged.precision, d.get("opt", "adamw"), d.get("grad", "auto"),
                           int(d.get("rank", 16)), int(d.get("seq", 4096)))
-    accel = catalog.accelerator(itype.accelerator)
     return training_memory(arch, setup, tp, pp, tagged.int_of("dp"), tagged.int_of("zero", 0), tagged.int_of("mb"),
                            tagged.int_of("m"), tagged.layout.get("ckpt", "full"), accel.supports.flash_attention,
-                           VIRTUAL_PIPELINE_STAGES, neuron)
+                           VIRTUAL_PIPELINE_STAGES, accel.is_neuron)

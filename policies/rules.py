@@ -50,7 +50,7 @@ def _gib(value: float) -> str:
 
 
 def _device_name(accel) -> str:
-    return f"{accel.name} NeuronCore" if accel.device_unit == "NeuronCore" else accel.name
+    return f"{accel.name} NeuronCore" if accel.is_neuron else accel.name
 
 
 def fitting_types(tagged: TaggedWorkload, catalog: Catalog, service: str, headroom: float) -> list[str]:
@@ -60,7 +60,7 @@ def fitting_types(tagged: TaggedWorkload, catalog: Catalog, service: str, headro
     for chip_type in catalog.instance_types:
         itype, accel = catalog.sharded(chip_type)  # TP counts NeuronCores on Neuron types
         if itype.accelerators_per_node < tagged.int_of("tp") or (tagged.kind == "inference" and
-                                                                 (accel.vendor == "aws-neuron") != neuron):
+                                                                 accel.is_neuron != neuron):
             continue
         if tagged.kind != "inference" and not accel.supports.training:
             continue
@@ -138,7 +138,7 @@ def tensor_parallel_within_node(resource: Resource, config: dict, catalog: Catal
         tp = tagged.int_of("tp")
         itype, accel = catalog.sharded(chip_type)
         if tp > itype.accelerators_per_node:
-            unit = "NeuronCores" if accel.device_unit == "NeuronCore" else "accelerators"
+            unit = "NeuronCores" if accel.is_neuron else "accelerators"
             yield Finding(f"tensor parallel {tp} spans nodes: {itype.name} has {itype.accelerators_per_node} "
                           f"{unit}; TP all-reduces twice per layer and must stay inside one NVLink domain "
                           "(use pipeline or data parallelism across nodes)", tagged.workload)
