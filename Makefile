@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench install clean
+.PHONY: demo test bench install clean policy-pack
 
 $(BIN)/gpuplan: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,4 +25,7 @@ bench: install
 	$(BIN)/python bench/plan_speed.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+
+policy-pack: install
+	$(BIN)/python scripts/build_policy_pack.py dist/policy-pack
