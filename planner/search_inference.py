@@ -4,7 +4,9 @@ the peak KV cache and meets the throughput and latency targets.
 Rules kept (design.md): `concurrent_requests` is a ceiling on sequences in flight across the whole
 deployment, shared by the replicas (never rounded up per replica); a SageMaker real-time endpoint
 instance is one independent model copy, so a replica fits in one instance there (no PP across
-instances); PP across nodes is for EC2 only, on full nodes joined by an inter-node network."""
+instances) and an instance holds one replica (SageMaker starts one serving container per instance,
+and TGI, LMI and TensorRT-LLM serve one model copy per container: the GPUs beyond the copy's TP
+idle); PP across nodes is for EC2 only, on full nodes joined by an inter-node network."""
 
 from __future__ import annotations
 
@@ -99,7 +101,7 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
             if pp > 1 and not spans_nodes:
                 continue  # a replica spans nodes only on EC2, with full nodes and a network between them
             step = pp  # nodes come in whole replicas once a replica spans nodes
-            per_node = apn // tp if pp == 1 else 0
+            per_node = (1 if target == "sagemaker" else apn // tp) if pp == 1 else 0
 
             def capacity(n: int) -> int:
                 return n * per_node if pp == 1 else n // pp

@@ -79,6 +79,10 @@ def test_pins_are_honoured(catalog):
                  constraints={"instance_types": ["p4de.24xlarge"]},
                  layout={"tensor_parallel": 4, "replicas": 2})
     plan = plan_workload(w, catalog)
+    # A SageMaker instance runs one serving container, one model copy: two replicas take two instances.
+    assert (plan.layout.tensor_parallel, plan.layout.replicas, plan.choice.nodes) == (4, 2, 2)
+    w = w.model_copy(update={"constraints": w.constraints.model_copy(update={"deploy_target": "ec2"})})
+    plan = plan_workload(w, catalog)
     assert (plan.layout.tensor_parallel, plan.layout.replicas, plan.choice.nodes) == (4, 2, 1)
 
 
