@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 import pulumi
@@ -27,23 +28,34 @@ class InferenceEndpointArgs:
     max_instance_count: int | None = None
     kms_key_arn: str | None = None
     compiled_model_url: str | None = None  # Neuron: s3:// prefix of pre-compiled graphs (NEFF cache)
+    hf_token_secret_arn: str | None = None  # Secrets Manager secret holding the Hugging Face token
+    vpc_subnet_ids: list[str] | None = None
+    vpc_security_group_ids: list[str] | None = None
+    network_isolation: bool = False
+    protect: bool = False  # protect + retainOnDelete: `pulumi destroy` and replacements leave it running
+    name_stem: str | None = None  # the endpoint's name stem (the workload's earlier name after a rename)
     extra_environment: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> None:
         if self.plan.kind != "inference":
             raise ValueError(f"workload {self.plan.workload} is {self.plan.kind}; InferenceEndpoint serves inference plans")
         if not (self.model_data_url or self.hf_model_id):
-            raise ValueError("give model_data_url (s3://...) or hf_model_id")
+            raise ValueError("give modelDataUrl (s3://...) or hfModelId")
         if self.model_data_url and not self.model_data_url.startswith("s3://"):
-            raise ValueError(f"model_data_url must be an s3:// URI (got {self.model_data_url!r})")
+            raise ValueError(f"modelDataUrl must be an s3:// URI (got {self.model_data_url!r})")
         if self.compiled_model_url is not None:
             if self.plan.choice.accelerator_vendor != "aws-neuron":
-                raise ValueError(f"compiled_model_url is for Neuron plans; {self.plan.workload} runs on "
+                raise ValueError(f"compiledModelUrl is for Neuron plans; {self.plan.workload} runs on "
                                  f"{self.plan.choice.accelerator}")
             if not self.compiled_model_url.startswith("s3://"):
-                raise ValueError(f"compiled_model_url must be an s3:// URI (got {self.compiled_model_url!r})")
+                raise ValueError(f"compiledModelUrl must be an s3:// URI (got {self.compiled_model_url!r})")
+        if bool(self.vpc_subnet_ids) != bool(self.vpc_security_group_ids):
+            raise ValueError("vpcSubnetIds and vpcSecurityGroupIds go together (SageMaker's VpcConfig needs both)")
+        if self.network_isolation and self.hf_model_id and not self.model_data_url:
+            raise ValueError("networkIsolation blocks the container's downloads: give modelDataUrl (s3://) instead "
+                             "of hfModelId alone")
         if self.max_instance_count is not None and self.max_instance_count < self.plan.choice.nodes:
-            raise ValueError(f"max_instance_count {self.max_instance_count} is below the planned {self.plan.choice.nodes}")
+            raise ValueError(f"maxInstanceCount {self.max_instance_count} is below the planned {self.plan.choice.nodes}")
 
 
 def _s3_parts(url: str) -> tuple[str, str]:
@@ -51,16 +63,36 @@ def _s3_parts(url: str) -> tuple[str, str]:
     return bucket, key
 
 
-def execution_policy(args: InferenceEndpointArgs, image: str) -> dict:
-    """Least privilege: read the model artifacts, pull the image, write logs and metrics."""
+def endpoint_name(stem: str, instance_type: str) -> str:
+    """The endpoint's name carries the instance type: a re-plan onto another type is a new endpoint
+    (created, then the old one deleted), because SageMaker refuses to change the instance type of a
+    variant that is an autoscaling target (SageMaker guide, "Update endpoints that use auto scaling").
+    Other changes (model, image, counts) update the endpoint in place under the same name."""
+    slug = re.sub(r"[^a-zA-Z0-9]+", "-", f"{stem}-{instance_type}").strip("-")
+    return slug[:63].rstrip("-")
+
+
+def trust_policy(account_id: str) -> dict:
+    """SageMaker may assume the role only on behalf of this account (confused-deputy guard)."""
+    return {"Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"},
+                           "Action": "sts:AssumeRole", "Condition": {"StringEquals": {"aws:SourceAccount": account_id}}}]}
+
+
+def execution_policy(args: InferenceEndpointArgs, image: str, account_id: str = "*") -> dict:
+    """Least privilege: read the model artifacts, pull the image, write logs and metrics, and, in a VPC,
+    manage the endpoint's network interfaces (SageMaker guide, "Give SageMaker access to resources in
+    your Amazon VPC"). The Hugging Face token is read at deployment, not by the role."""
+    logs = f"arn:aws:logs:{args.region}:{account_id}:log-group:/aws/sagemaker/Endpoints/*"
     statements: list[dict] = [
         {"Sid": "PullImage", "Effect": "Allow",
          "Action": ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
          "Resource": settings.image_repository_arn(image) or f"arn:aws:ecr:{args.region}:*:repository/*"},
         # GetAuthorizationToken has no resource-level permissions (ECR service authorization reference).
         {"Sid": "EcrToken", "Effect": "Allow", "Action": ["ecr:GetAuthorizationToken"], "Resource": "*"},
-        {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
-         "Resource": f"arn:aws:logs:{args.region}:*:log-group:/aws/sagemaker/Endpoints/*"},
+        {"Sid": "Logs", "Effect": "Allow",
+         "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+         "Resource": [logs, f"{logs}:log-stream:*"]},
         # PutMetricData has no resource-level permissions; the namespace condition narrows it.
         {"Sid": "Metrics", "Effect": "Allow", "Action": ["cloudwatch:PutMetricData"], "Resource": "*",
          "Condition": {"StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/Endpoints", "/aws/sagemaker/*"]}}},
@@ -76,10 +108,32 @@ def execution_policy(args: InferenceEndpointArgs, image: str) -> dict:
             {"Sid": f"List{sid}", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": f"arn:aws:s3:::{bucket}",
              "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*"]}}},
         ]
+    if args.vpc_subnet_ids:
+        statements += [
+            # Describe* have no resource-level permissions.
+            {"Sid": "VpcDescribe", "Effect": "Allow", "Resource": "*",
+             "Action": ["ec2:DescribeVpcs", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups",
+                        "ec2:DescribeNetworkInterfaces", "ec2:DescribeDhcpOptions"]},
+            {"Sid": "VpcInterfaces", "Effect": "Allow",
+             "Action": ["ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission",
+                        "ec2:DeleteNetworkInterface", "ec2:DeleteNetworkInterfacePermission"],
+             "Resource": "*", "Condition": {"ArnLike": {"ec2:Subnet": [
+                 f"arn:aws:ec2:{args.region}:{account_id}:subnet/{s}" for s in args.vpc_subnet_ids]}}},
+        ]
     if args.kms_key_arn:
         statements.append({"Sid": "Kms", "Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
                            "Resource": args.kms_key_arn})
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def scaling_target_value(plan: Plan, utilisation: float = 0.7) -> float:
+    """ConcurrentRequestsPerModel target: 70% (AWS's target-tracking example) of the sequences one model
+    copy runs at once. Streaming LLM requests last seconds to minutes, so concurrency, not invocations
+    per minute, tracks their load; the high-resolution metric reports every 10 s."""
+    return max(1.0, round(plan.layout.batch_per_replica * utilisation, 1))
+
+
+CONCURRENCY_METRIC = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
 
 
 class InferenceEndpoint(pulumi.ComponentResource):
@@ -92,15 +146,21 @@ class InferenceEndpoint(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         image = args.image_uri or settings.image_uri(plan, args.region)
         tags = {**args.tags}
+        account = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id
 
-        self.role = aws.iam.Role(f"{name}-role", assume_role_policy=json.dumps({
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"},
-                           "Action": "sts:AssumeRole"}]}), tags=tags, opts=child)
-        self.role_policy = aws.iam.RolePolicy(f"{name}-role-policy", role=self.role.id,
-                                              policy=json.dumps(execution_policy(args, image)), opts=child)
-        environment = {**settings.container_environment(plan, args.hf_model_id, args.headroom, args.compiled_model_url),
-                       **args.extra_environment}
+        self.role = aws.iam.Role(f"{name}-role", assume_role_policy=account.apply(lambda a: json.dumps(trust_policy(a))),
+                                 tags=tags, opts=child)
+        self.role_policy = aws.iam.RolePolicy(
+            f"{name}-role-policy", role=self.role.id,
+            policy=account.apply(lambda a: json.dumps(execution_policy(args, image, a))), opts=child)
+        environment: dict = {**settings.container_environment(plan, args.hf_model_id, args.headroom,
+                                                              args.compiled_model_url, args.output_tokens),
+                             **args.extra_environment}
+        if args.hf_token_secret_arn:
+            # Read at deployment by the deployer's credentials, kept a Pulumi secret (encrypted in state).
+            token = aws.secretsmanager.get_secret_version_output(
+                secret_id=args.hf_token_secret_arn, opts=pulumi.InvokeOutputOptions(parent=self)).secret_string
+            environment["HF_TOKEN"] = pulumi.Output.secret(token)
         if plan.choice.accelerator_vendor == "aws-neuron" and not args.compiled_model_url:
             pulumi.log.warn(f"{plan.workload}: no compiledModelUrl; the endpoint compiles the model for batch "
                             f"{plan.layout.compiled_batch_size} × {plan.layout.n_positions} positions at start, "
@@ -112,7 +172,10 @@ class InferenceEndpoint(pulumi.ComponentResource):
             container.model_data_source = aws.sagemaker.ModelPrimaryContainerModelDataSourceArgs(s3_data_sources=[
                 aws.sagemaker.ModelPrimaryContainerModelDataSourceS3DataSourceArgs(
                     s3_uri=args.model_data_url, s3_data_type="S3Prefix", compression_type="None")])
+        vpc = {"subnets": args.vpc_subnet_ids, "security_group_ids": args.vpc_security_group_ids} \
+            if args.vpc_subnet_ids else None
         self.model = aws.sagemaker.Model(f"{name}-model", execution_role_arn=self.role.arn, primary_container=container,
+                                         vpc_config=vpc, enable_network_isolation=args.network_isolation or None,
                                          tags=tags, opts=pulumi.ResourceOptions(parent=self, depends_on=[self.role_policy]))
         timeout = settings.startup_timeout_s(plan)
         variant: dict = {"variant_name": VARIANT, "model_name": self.model.name,
@@ -126,8 +189,10 @@ class InferenceEndpoint(pulumi.ComponentResource):
         self.endpoint_config = aws.sagemaker.EndpointConfiguration(
             f"{name}-config", production_variants=[variant], kms_key_arn=args.kms_key_arn if volume else None,
             tags=tags, opts=child)
-        self.endpoint = aws.sagemaker.Endpoint(f"{name}-endpoint", endpoint_config_name=self.endpoint_config.name,
-                                               tags=tags, opts=child)
+        kept = pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect)
+        self.endpoint = aws.sagemaker.Endpoint(
+            f"{name}-endpoint", name=endpoint_name(args.name_stem or name, plan.choice.instance_type),
+            endpoint_config_name=self.endpoint_config.name, tags=tags, opts=kept)
         max_count = args.max_instance_count or plan.choice.nodes * 2
         self.scaling_target = aws.appautoscaling.Target(
             f"{name}-scaling-target", service_namespace="sagemaker",
@@ -138,8 +203,8 @@ class InferenceEndpoint(pulumi.ComponentResource):
             f"{name}-scaling-policy", policy_type="TargetTrackingScaling", service_namespace="sagemaker",
             scalable_dimension=self.scaling_target.scalable_dimension, resource_id=self.scaling_target.resource_id,
             target_tracking_scaling_policy_configuration={
-                "target_value": settings.invocations_per_instance_target(plan, args.output_tokens),
-                "predefined_metric_specification": {"predefined_metric_type": "SageMakerVariantInvocationsPerInstance"},
+                "target_value": scaling_target_value(plan),
+                "predefined_metric_specification": {"predefined_metric_type": CONCURRENCY_METRIC},
                 "scale_in_cooldown": 300, "scale_out_cooldown": 60},
             opts=child)
         self.endpoint_name = self.endpoint.name

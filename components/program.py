@@ -1,23 +1,30 @@
 """The Pulumi program: stack config → planner → components → exported plan and monthly cost.
 
-Config (namespace gpuplan):
-  workloads         the workload list (design.md), one component per workload
+Config (namespace gpuplan; Pulumi.yaml declares the scalar keys):
+  workloads         the workload list (README: the workload spec), one component per workload
   catalog           optional catalog overlay file
   vpcId, subnetIds  network for training clusters
   kmsKeyArn         optional key for SageMaker volumes
   environment       production (default) or another name; tagged for the policies
-  deployments       per workload: modelDataUrl | hfModelId, imageUri, maxInstanceCount, compiledModelUrl (Neuron),
-                    subnetId, capacityReservationId, fsx, amiParameter
+  deployments       per workload, camelCase keys (components/config.py): modelDataUrl | hfModelId,
+                    hfTokenSecretArn, imageUri, maxInstanceCount, compiledModelUrl (Neuron), vpcSubnetIds,
+                    vpcSecurityGroupIds, networkIsolation, protect, renamedFrom; for training subnetId,
+                    capacityReservationId, capacityBlockId, fsx, fsxImportPath, amiId, amiParameter
+The region is aws:region, else AWS_REGION / AWS_DEFAULT_REGION, else the provider's (profile) region.
 """
 
 from __future__ import annotations
 
+import os
+
 import pulumi
+import pulumi_aws as aws
 
 from components import InferenceEndpoint, InferenceEndpointArgs, TrainingCluster, TrainingClusterArgs
+from components.config import Deployment, read_deployments
 from planner import InfeasibleError, SpecError, plan_workloads
 from planner import catalog as catalog_mod
-from planner.spec import parse_workloads
+from planner.spec import STACK_CATALOG_KEY, STACK_KEY, STACK_REGION_KEY, parse_workloads, stack_document
 from planner.tags import plan_tags
 
 
@@ -25,56 +32,83 @@ def fail(key: str, message: str) -> None:
     raise pulumi.RunError(f"config {key}: {message}")
 
 
+def stack_region() -> str:
+    region = pulumi.Config("aws").get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    return region or aws.get_region().region
+
+
 def read_config(config: pulumi.Config, region: str):
     try:
         workloads = config.require_object("workloads")
     except pulumi.ConfigMissingError:
-        fail("gpuplan:workloads", "missing; set it with `pulumi config set --path 'workloads[0].name' chat`")
-    document = {"workloads": workloads}
+        fail(STACK_KEY, "missing; set it with `pulumi config set --path 'workloads[0].name' chat`")
+    raw = {STACK_KEY: workloads, STACK_REGION_KEY: region}
     if config.get("catalog"):
-        document["catalog"] = config.get("catalog")
+        raw[STACK_CATALOG_KEY] = config.get("catalog")
     try:
-        spec = parse_workloads(document, "stack config")
-        plans = plan_workloads(spec, region=region)
+        spec = parse_workloads(stack_document(raw), "stack config")
+        plans = plan_workloads(spec)
     except SpecError as exc:
-        fail(f"gpuplan:{exc.path}" if exc.path else "gpuplan:workloads", exc.message)
+        path = exc.path if exc.path.startswith("gpuplan:") else f"gpuplan:{exc.path}" if exc.path else STACK_KEY
+        fail(path, exc.message)
     except InfeasibleError as exc:
-        fail(f"gpuplan:workloads ({exc.workload})", str(exc))
+        fail(f"{STACK_KEY} ({exc.workload})", str(exc))
     return spec, plans
+
+
+def _component_opts(deploy: Deployment) -> pulumi.ResourceOptions | None:
+    """A renamed workload keeps its resources: the component is aliased to its earlier name, and
+    Pulumi carries the alias to every child named after it."""
+    return pulumi.ResourceOptions(aliases=[pulumi.Alias(name=deploy.renamed_from)]) if deploy.renamed_from else None
 
 
 def main() -> None:
     config = pulumi.Config("gpuplan")
-    region = pulumi.Config("aws").get("region") or "us-east-1"
+    region = stack_region()
     spec, plans = read_config(config, region)
     catalog = catalog_mod.load(spec.catalog)
-    deployments = config.get_object("deployments") or {}
+    try:
+        deployments = read_deployments(config.get_object("deployments"), [w.name for w in spec.workloads])
+    except ValueError as exc:
+        key, _, message = str(exc).partition(": ")
+        fail(key, message)
     environment = config.get("environment") or "production"
     summaries = {}
     for workload, plan in zip(spec.workloads, plans.plans):
-        deploy = deployments.get(workload.name, {})
+        deploy = deployments[workload.name]
         key = f"gpuplan:deployments.{workload.name}"
         tags = plan_tags(plan, workload, environment)
         try:
             if plan.choice.deploy_target == "sagemaker":
                 component = InferenceEndpoint(workload.name, InferenceEndpointArgs(
                     plan=plan, region=region, tags=tags, output_tokens=workload.serving.output_tokens,
-                    headroom=workload.constraints.memory_headroom, model_data_url=deploy.get("modelDataUrl"),
-                    hf_model_id=deploy.get("hfModelId"), image_uri=deploy.get("imageUri"),
-                    max_instance_count=deploy.get("maxInstanceCount"), kms_key_arn=config.get("kmsKeyArn"),
-                    compiled_model_url=deploy.get("compiledModelUrl")))
+                    headroom=workload.constraints.memory_headroom, model_data_url=deploy.model_data_url,
+                    hf_model_id=deploy.hf_model_id, image_uri=deploy.image_uri,
+                    max_instance_count=deploy.max_instance_count, kms_key_arn=config.get("kmsKeyArn") or None,
+                    compiled_model_url=deploy.compiled_model_url, hf_token_secret_arn=deploy.hf_token_secret_arn,
+                    vpc_subnet_ids=deploy.vpc_subnet_ids, vpc_security_group_ids=deploy.vpc_security_group_ids,
+                    network_isolation=deploy.network_isolation, protect=deploy.protect,
+                    name_stem=deploy.renamed_from), opts=_component_opts(deploy))
+                if deploy.gated and not deploy.hf_token_secret_arn:
+                    pulumi.log.warn(f"{workload.name}: {deploy.hf_model_id} is a gated model; without "
+                                    "hfTokenSecretArn the container cannot download it", resource=component)
                 pulumi.export(f"{workload.name}-endpoint", component.endpoint_name)
             elif plan.kind == "inference":
-                fail(f"gpuplan:workloads ({workload.name}).constraints.deploy_target",
+                fail(f"{STACK_KEY} ({workload.name}).constraints.deploy_target",
                      "ec2 serving is planned and costed, but this program provisions serving on SageMaker only")
             else:
                 subnets = config.get_object("subnetIds") or []
                 component = TrainingCluster(workload.name, TrainingClusterArgs(
                     plan=plan, instance=catalog.instance(plan.choice.instance_type), vpc_id=config.get("vpcId") or "",
-                    subnet_id=deploy.get("subnetId") or (subnets[0] if subnets else ""), tags=tags,
-                    ami_parameter=deploy.get("amiParameter"), capacity_reservation_id=deploy.get("capacityReservationId"),
-                    fsx=bool(deploy.get("fsx", False))))
+                    subnet_id=deploy.subnet_id or (subnets[0] if subnets else ""), tags=tags,
+                    ami_id=deploy.ami_id, ami_parameter=deploy.ami_parameter,
+                    capacity_reservation_id=deploy.capacity_reservation_id,
+                    capacity_block_id=deploy.capacity_block_id, fsx=deploy.fsx, fsx_import_path=deploy.fsx_import_path,
+                    protect=deploy.protect), opts=_component_opts(deploy))
                 pulumi.export(f"{workload.name}-launch-template", component.launch_template.id)
+                pulumi.export(f"{workload.name}-ami", component.ami_id)
+                if component.filesystem is not None:
+                    pulumi.export(f"{workload.name}-fsx-mount-name", component.filesystem.mount_name)
         except ValueError as exc:
             where = "gpuplan:vpcId / gpuplan:subnetIds" if "vpc_id" in str(exc) else key
             fail(where, str(exc))

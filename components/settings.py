@@ -20,18 +20,30 @@ NVME_FAMILIES = {"g5", "g6", "g6e", "p4d", "p4de", "p5", "p5e", "p5en", "trn1"}
 
 
 @cache
+def _data(name: str) -> dict:
+    return yaml.safe_load(resources.files("components.data").joinpath(name).read_text())
+
+
 def _images() -> dict:
-    return yaml.safe_load(resources.files("components.data").joinpath("images.yaml").read_text())
+    return _data("images.yaml")
+
+
+def engine_options() -> dict:
+    """Documented environment names and quantisation values per engine style (engine-options.yaml)."""
+    return _data("engine-options.yaml")
 
 
 def vendor(plan: Plan) -> str:
     return plan.choice.accelerator_vendor
 
 
+def image_entry(plan: Plan) -> dict:
+    return _images()["images"][vendor(plan)][plan.engine]
+
+
 def image_uri(plan: Plan, region: str) -> str:
-    data = _images()
-    entry = data["images"][vendor(plan)][plan.engine]
-    return f"{data['registry_account']}.dkr.ecr.{region}.amazonaws.com/{entry['repository']}:{entry['tag']}"
+    entry = image_entry(plan)
+    return f"{_images()['registry_account']}.dkr.ecr.{region}.amazonaws.com/{entry['repository']}:{entry['tag']}"
 
 
 def image_repository_arn(image: str) -> str | None:
@@ -52,18 +64,26 @@ def ami_parameter(plan: Plan) -> str:
 # 2 is the compiler default, 1 compiles fastest (used when nothing is pre-compiled, so a first
 # start fits the health-check window as best it can), 3 for pre-compiled artifacts.
 NEURON_OPTIMIZE_LEVEL = {True: "3", False: "1"}
+# TGI queues requests up to --max-concurrent-requests and refuses the rest (launcher docs; default
+# 128). The plan's batch is what runs at once, not what may wait: keep the default as the floor.
+TGI_QUEUE_FLOOR = 128
+TGI_QUEUE_PER_BATCH = 4
 
 
-def neuron_environment(plan: Plan, compiled_model_url: str | None) -> dict[str, str]:
-    """LMI transformers-neuronx options (DJL Serving LMI docs, tnx_user_guide): the static shapes the
-    plan sized the KV cache for, TP in NeuronCores, and pre-compiled graphs (NEFFs) when given."""
+def _dtype(plan: Plan) -> str:
+    return {"fp32": "fp32", "fp16": "fp16"}.get(plan.model.precision, "bf16")
+
+
+def _neuron(plan: Plan, compiled_model_url: str | None) -> dict[str, str]:
+    """LMI transformers-neuronx options (tnx_user_guide): the static shapes the plan sized the KV cache
+    for, TP in NeuronCores, and pre-compiled graphs (NEFFs) when given."""
     lay = plan.layout
     env = {"OPTION_ENTRYPOINT": "djl_python.transformers_neuronx",
            "OPTION_ROLLING_BATCH": "auto",
            "OPTION_TENSOR_PARALLEL_DEGREE": str(lay.tensor_parallel),
            "OPTION_N_POSITIONS": str(lay.n_positions),
            "OPTION_MAX_ROLLING_BATCH_SIZE": str(lay.compiled_batch_size),
-           "OPTION_DTYPE": {"fp32": "fp32", "fp16": "fp16"}.get(plan.model.precision, "bf16"),
+           "OPTION_DTYPE": _dtype(plan),
            "OPTION_NEURON_OPTIMIZE_LEVEL": NEURON_OPTIMIZE_LEVEL[compiled_model_url is not None],
            "OPTION_MODEL_LOADING_TIMEOUT": str(MAX_TIMEOUT_S)}
     if plan.model.precision == "int8":
@@ -73,42 +93,67 @@ def neuron_environment(plan: Plan, compiled_model_url: str | None) -> dict[str, 
     return env
 
 
-def container_environment(plan: Plan, hf_model_id: str | None, headroom: float,
-                          compiled_model_url: str | None = None) -> dict[str, str]:
-    """The engine's own knobs set from the plan, so it allocates the memory the plan assumed."""
-    style = _images()["images"][vendor(plan)][plan.engine]
+def _tgi(plan: Plan, headroom: float) -> dict[str, str]:
     lay = plan.layout
-    env: dict[str, str] = {}
-    if hf_model_id:
-        env["HF_MODEL_ID"] = hf_model_id
-    if vendor(plan) == "aws-neuron":
-        return {**env, **neuron_environment(plan, compiled_model_url)}
-    devices = lay.tensor_parallel * lay.pipeline_parallel
-    if style["style"] == "tgi":
-        env.update({"SM_NUM_GPUS": str(lay.tensor_parallel),
-                    "MAX_TOTAL_TOKENS": str(plan.max_context_tokens),
-                    "MAX_INPUT_TOKENS": str(plan.max_context_tokens - 1),
-                    "MAX_CONCURRENT_REQUESTS": str(lay.batch_per_replica),
-                    "CUDA_MEMORY_FRACTION": f"{1 - headroom:.2f}"})
-        quantize = {"fp8": "fp8", "int4": "awq", "int8": "eetq"}.get(plan.model.precision)
-        if quantize:
-            env["HF_MODEL_QUANTIZE"] = quantize
-        return env
-    env.update({"OPTION_ROLLING_BATCH": style["rolling_batch"],
-                "OPTION_TENSOR_PARALLEL_DEGREE": str(lay.tensor_parallel),
-                "OPTION_MAX_ROLLING_BATCH_SIZE": str(lay.batch_per_replica),
-                "OPTION_MAX_MODEL_LEN": str(plan.max_context_tokens),
-                "OPTION_DTYPE": {"fp32": "fp32", "fp16": "fp16"}.get(plan.model.precision, "bf16"),
-                "OPTION_GPU_MEMORY_UTILIZATION": f"{1 - headroom:.2f}"})
+    return {"SM_NUM_GPUS": str(lay.tensor_parallel),
+            "MAX_TOTAL_TOKENS": str(plan.max_context_tokens),
+            "MAX_INPUT_TOKENS": str(plan.max_context_tokens - 1),
+            # the KV budget the plan sized: batch sequences of the full context
+            "MAX_BATCH_TOTAL_TOKENS": str(lay.batch_per_replica * plan.max_context_tokens),
+            "MAX_CONCURRENT_REQUESTS": str(max(TGI_QUEUE_FLOOR, TGI_QUEUE_PER_BATCH * lay.batch_per_replica)),
+            "CUDA_MEMORY_FRACTION": f"{1 - headroom:.2f}"}
+
+
+def _lmi_vllm(plan: Plan, headroom: float) -> dict[str, str]:
+    lay = plan.layout
+    env = {"OPTION_ROLLING_BATCH": "vllm",
+           "OPTION_TENSOR_PARALLEL_DEGREE": str(lay.tensor_parallel),
+           "OPTION_MAX_ROLLING_BATCH_SIZE": str(lay.batch_per_replica),
+           "OPTION_MAX_MODEL_LEN": str(plan.max_context_tokens),
+           "OPTION_DTYPE": _dtype(plan),
+           "OPTION_GPU_MEMORY_UTILIZATION": f"{1 - headroom:.2f}"}
     if lay.pipeline_parallel > 1:
         env["OPTION_PIPELINE_PARALLEL_DEGREE"] = str(lay.pipeline_parallel)
-    quantize = {"fp8": "fp8", "int4": "awq", "int8": "bitsandbytes8"}.get(plan.model.precision)
+    return env
+
+
+def _lmi_trtllm(plan: Plan, headroom: float, output_tokens: int) -> dict[str, str]:
+    """TRT-LLM compiles for its input/output lengths; it has no max_model_len or gpu_memory_utilization,
+    and sizes the KV cache as a fraction of the memory left after the weights."""
+    lay = plan.layout
+    output = min(output_tokens, plan.max_context_tokens - 1)
+    env = {"OPTION_ROLLING_BATCH": "trtllm",
+           "OPTION_TENSOR_PARALLEL_DEGREE": str(lay.tensor_parallel),
+           "OPTION_MAX_ROLLING_BATCH_SIZE": str(lay.batch_per_replica),
+           "OPTION_MAX_INPUT_LEN": str(plan.max_context_tokens - output),
+           "OPTION_MAX_OUTPUT_LEN": str(output),
+           "OPTION_KV_CACHE_FREE_GPU_MEM_FRACTION": f"{1 - headroom:.2f}",
+           "OPTION_DTYPE": _dtype(plan)}
+    if lay.tensor_parallel > 1 and plan.choice.family.startswith("p"):  # NVLink/NVSwitch parts (TRT-LLM guide)
+        env["OPTION_USE_CUSTOM_ALL_REDUCE"] = "true"
+    return env
+
+
+def container_environment(plan: Plan, hf_model_id: str | None, headroom: float,
+                          compiled_model_url: str | None = None, output_tokens: int = 512) -> dict[str, str]:
+    """The engine's own knobs, by the names its documentation gives (engine-options.yaml), set from the
+    plan so it allocates the memory the plan assumed."""
+    style = image_entry(plan)["style"]
+    env: dict[str, str] = {"HF_MODEL_ID": hf_model_id} if hf_model_id else {}
+    if style == "lmi-neuronx":
+        return {**env, **_neuron(plan, compiled_model_url)}
+    if style == "tgi":
+        env.update(_tgi(plan, headroom))
+        key = "HF_MODEL_QUANTIZE"
+    elif style == "lmi-trtllm":
+        env.update(_lmi_trtllm(plan, headroom, output_tokens))
+        key = "OPTION_QUANTIZE"
+    else:
+        env.update(_lmi_vllm(plan, headroom))
+        key = "OPTION_QUANTIZE"
+    quantize = engine_options()[style]["quantize"].get(plan.model.precision)
     if quantize:
-        env["OPTION_QUANTIZE"] = quantize
-    per_node = plan.choice.devices_per_node or plan.choice.accelerators_per_node
-    per_instance = per_node // devices if devices <= per_node else 1
-    if per_instance > 1:  # LMI starts one worker per TP group on the instance
-        env["SERVING_MIN_WORKERS"] = env["SERVING_MAX_WORKERS"] = str(per_instance)
+        env[key] = quantize
     return env
 
 
@@ -123,12 +168,6 @@ def volume_size_gb(plan: Plan) -> int | None:
         return None
     weights = plan.memory.per_device_bytes["weights"] * plan.layout.tensor_parallel * plan.layout.pipeline_parallel
     return int(min(512, max(30, math.ceil(2 * weights / 1e9) + 10)))
-
-
-def invocations_per_instance_target(plan: Plan, output_tokens: int, utilisation: float = 0.7) -> float:
-    """Target tracking value: 70% (AWS's example) of the requests per minute one instance sustains."""
-    per_instance_tokens = plan.performance.output_tokens_per_s / plan.choice.nodes
-    return max(1.0, round(per_instance_tokens / output_tokens * 60 * utilisation, 1))
 
 
 def root_volume_gb(plan: Plan) -> int:

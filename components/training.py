@@ -15,9 +15,19 @@ from planner.catalog import InstanceType
 from planner.plan import Plan
 
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
-# FSx for Lustre PERSISTENT_2 delivers 250 MB/s per TiB at that tier; capacity comes in 1.2 TiB steps.
+# FSx for Lustre PERSISTENT_2 (SSD) at 250 MB/s per TiB; valid sizes are 1,200 GiB, 2,400 GiB, then
+# steps of 2,400 GiB (FSx for Lustre API, CreateFileSystem StorageCapacity).
 FSX_MB_S_PER_TIB = 250
-FSX_STEP_GIB = 1200
+FSX_FIRST_GIB, FSX_STEP_GIB = 1200, 2400
+FSX_MOUNT_POINT = "/fsx"
+FSX_BACKUP_DAYS = 7
+# Families whose EFA does GPU-direct RDMA (EFA docs: P4d, P4de, P5*, Trn1*); on G families EFA moves
+# bytes through host memory, so FI_EFA_USE_DEVICE_RDMA must stay unset there.
+RDMA_FAMILIES = {"p4d", "p4de", "p5", "p5e", "p5en", "trn1", "trn1n"}
+# The Auto Scaling group waits this long for the whole cluster (the default 10 min is sized for one
+# web server, not for 16 accelerator nodes placed in one cluster placement group).
+CAPACITY_WAIT_BASE_MIN, CAPACITY_WAIT_PER_NODE_MIN, CAPACITY_WAIT_MAX_MIN = 10, 1, 60
+CLUSTER_TAG = "gpuplan:cluster"
 # Bytes read per training token: tokenised corpora store 2-4 B per token id; 4 keeps a margin
 # for shuffling and packing (domain.md: the input pipeline must keep up with tokens/s).
 INPUT_BYTES_PER_TOKEN = 4
@@ -30,9 +40,13 @@ class TrainingClusterArgs:
     vpc_id: str
     subnet_id: str
     tags: dict[str, str]
+    ami_id: str | None = None  # pinned; else resolved once from the SSM parameter and kept
     ami_parameter: str | None = None
-    capacity_reservation_id: str | None = None
+    capacity_reservation_id: str | None = None  # an On-Demand Capacity Reservation
+    capacity_block_id: str | None = None  # a Capacity Block for ML reservation
     fsx: bool = False
+    fsx_import_path: str | None = None  # s3:// prefix linked to /fsx/data
+    protect: bool = False
     root_volume_gb: int | None = None
 
     def validate(self) -> None:
@@ -42,53 +56,109 @@ class TrainingClusterArgs:
             raise ValueError("a training cluster needs vpc_id and subnet_id")
         if self.plan.choice.nodes > 1 and not self.instance.efa:
             raise ValueError(f"{self.instance.name} has no EFA; a {self.plan.choice.nodes}-node cluster needs it")
+        if self.capacity_reservation_id and self.capacity_block_id:
+            raise ValueError("capacityReservationId and capacityBlockId are alternatives; give one")
+        if self.fsx_import_path and not self.fsx:
+            raise ValueError("fsxImportPath links an S3 prefix to the FSx file system: set fsx: true as well")
 
 
 def network_interfaces(instance: InstanceType, subnet_id: str, security_group_id) -> list[dict]:
-    """One EFA interface per network card: the primary on card 0 at device 0, the rest at device 1
-    (EC2 User Guide, 'Maximize network bandwidth on accelerated instances')."""
+    """ENA primary with EFA on card 0 (device 0), EFA-only interfaces on the other cards (device 1): the
+    EFA-only ones take no IP address, so a p5 node uses 1 private IP, not 32 (EC2 User Guide, "Maximize
+    network bandwidth on accelerated instances", EFA-only interfaces). No public IPs."""
+    common = {"subnet_id": subnet_id, "security_groups": [security_group_id], "delete_on_termination": "true"}
     if not instance.efa:
-        return [{"device_index": 0, "subnet_id": subnet_id, "security_groups": [security_group_id],
-                 "delete_on_termination": "true"}]
-    return [{"network_card_index": card, "device_index": 0 if card == 0 else 1, "interface_type": "efa",
-             "subnet_id": subnet_id, "security_groups": [security_group_id], "delete_on_termination": "true"}
-            for card in range(instance.network_cards)]
+        return [{"device_index": 0, "associate_public_ip_address": "false", **common}]
+    primary = {"network_card_index": 0, "device_index": 0, "interface_type": "efa",
+               "associate_public_ip_address": "false", **common}
+    return [primary] + [{"network_card_index": card, "device_index": 1, "interface_type": "efa-only", **common}
+                        for card in range(1, instance.network_cards)]
 
 
-def user_data(plan: Plan, efa: bool) -> str:
-    """Writes the plan's layout and the EFA/NCCL environment where the launcher reads them."""
+def capacity_wait_timeout(nodes: int) -> str:
+    minutes = min(CAPACITY_WAIT_MAX_MIN, CAPACITY_WAIT_BASE_MIN + CAPACITY_WAIT_PER_NODE_MIN * nodes)
+    return f"{minutes}m"
+
+
+# Runs on every node: waits until all the cluster's nodes run, then writes the hostfile (sorted private
+# IPs, one line per node with its slots), the rendezvous endpoint (the first node) and this node's rank
+# where torchrun / mpirun read them. Tags, not the group name, find the peers: the launch template is
+# created before the Auto Scaling group.
+DISCOVERY = r"""TOKEN=$(curl -sX PUT http://169.254.169.254/latest/api/token -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')
+md() { curl -s -H "X-aws-ec2-metadata-token: $TOKEN" "http://169.254.169.254/latest/meta-data/$1"; }
+REGION=$(md placement/region); SELF=$(md local-ipv4)
+for attempt in $(seq 1 120); do
+  IPS=$(aws ec2 describe-instances --region "$REGION"         --filters "Name=tag:{tag},Values={cluster}" "Name=instance-state-name,Values=running"         --query 'Reservations[].Instances[].PrivateIpAddress' --output text | tr '	' '
+' | grep . | sort -V)
+  [ "$(echo "$IPS" | grep -c .)" -ge {nodes} ] && break
+  sleep 15
+done
+echo "$IPS" | head -n {nodes} | sed 's/$/ slots={slots}/' > /etc/gpuplan/hostfile
+MASTER=$(echo "$IPS" | head -n 1)
+RANK=$(echo "$IPS" | head -n {nodes} | grep -nx "$SELF" | cut -d: -f1)
+cat >> /etc/gpuplan/env <<EOF
+GPUPLAN_MASTER_ADDR=$MASTER
+GPUPLAN_MASTER_PORT=29500
+GPUPLAN_NODE_RANK=$((RANK - 1))
+GPUPLAN_RDZV_ENDPOINT=$MASTER:29500
+EOF"""
+
+
+def user_data(plan: Plan, instance: InstanceType, cluster: str, fsx: tuple[str, str] | None = None) -> str:
+    """Writes the plan's layout, the EFA/NCCL environment, the hostfile and rendezvous endpoint, and
+    mounts FSx for Lustre when the cluster has one (`fsx` = (DNS name, mount name))."""
     lay = plan.layout
     layout = {"workload": plan.workload, "nodes": plan.choice.nodes, "gpus_per_node": plan.choice.accelerators_per_node,
               "tensor_parallel": lay.tensor_parallel, "pipeline_parallel": lay.pipeline_parallel,
               "data_parallel": lay.data_parallel, "zero_stage": lay.zero_stage, "micro_batch": lay.micro_batch,
               "gradient_accumulation_steps": lay.microbatches, "activation_checkpointing": lay.activation_checkpointing}
-    env = {"GPUPLAN_NNODES": plan.choice.nodes, "GPUPLAN_NPROC_PER_NODE": plan.choice.accelerators_per_node,
+    slots = plan.choice.devices_per_node or plan.choice.accelerators_per_node
+    env = {"GPUPLAN_NNODES": plan.choice.nodes, "GPUPLAN_NPROC_PER_NODE": slots,
            "GPUPLAN_TP": lay.tensor_parallel, "GPUPLAN_PP": lay.pipeline_parallel, "GPUPLAN_DP": lay.data_parallel,
            "GPUPLAN_ZERO_STAGE": lay.zero_stage, "GPUPLAN_MICRO_BATCH": lay.micro_batch,
-           "NCCL_SOCKET_IFNAME": "^lo,docker", "NCCL_DEBUG": "WARN"}
-    if efa:
-        env.update({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1"})
+           "GPUPLAN_HOSTFILE": "/etc/gpuplan/hostfile", "NCCL_SOCKET_IFNAME": "^lo,docker", "NCCL_DEBUG": "WARN"}
+    if instance.efa:
+        env.update({"FI_PROVIDER": "efa", "FI_EFA_FORK_SAFE": "1"})
+        if instance.family in RDMA_FAMILIES:
+            env["FI_EFA_USE_DEVICE_RDMA"] = "1"
     lines = ["#!/bin/bash", "set -euo pipefail", "mkdir -p /etc/gpuplan",
              f"cat > /etc/gpuplan/layout.json <<'EOF'\n{json.dumps(layout, indent=2)}\nEOF",
-             "cat > /etc/gpuplan/env <<'EOF'", *[f"{k}={v}" for k, v in env.items()], "EOF",
-             "cp /etc/gpuplan/env /etc/profile.d/gpuplan.sh && sed -i 's/^/export /' /etc/profile.d/gpuplan.sh"]
+             "cat > /etc/gpuplan/env <<'EOF'", *[f"{k}={v}" for k, v in env.items()], "EOF"]
+    if fsx:
+        dns, mount = fsx
+        lines += [f"mkdir -p {FSX_MOUNT_POINT}",
+                  f"echo '{dns}@tcp:/{mount} {FSX_MOUNT_POINT} lustre defaults,noatime,flock,_netdev,x-systemd.automount 0 0'"
+                  " >> /etc/fstab",
+                  f"mount {FSX_MOUNT_POINT}", f"echo GPUPLAN_FSX={FSX_MOUNT_POINT} >> /etc/gpuplan/env"]
+    lines += [DISCOVERY.replace("{tag}", CLUSTER_TAG).replace("{cluster}", cluster)
+              .replace("{nodes}", str(plan.choice.nodes)).replace("{slots}", str(slots)),
+              "cp /etc/gpuplan/env /etc/profile.d/gpuplan.sh && sed -i 's/^/export /' /etc/profile.d/gpuplan.sh"]
     return "\n".join(lines) + "\n"
 
 
 def fsx_capacity_gib(plan: Plan) -> int:
+    """The smallest valid PERSISTENT_2 size whose throughput keeps up with the input pipeline."""
     needed_mb_s = plan.performance.training_tokens_per_s * INPUT_BYTES_PER_TOKEN / 1e6
-    tib = max(1.0, needed_mb_s / FSX_MB_S_PER_TIB)
-    return int(math.ceil(tib * 1024 / FSX_STEP_GIB) * FSX_STEP_GIB)
+    gib = math.ceil(needed_mb_s / FSX_MB_S_PER_TIB * 1024)
+    return FSX_FIRST_GIB if gib <= FSX_FIRST_GIB else int(math.ceil(gib / FSX_STEP_GIB) * FSX_STEP_GIB)
+
+
+def node_policy(cluster: str) -> dict:
+    """What the discovery script needs: list the running instances (Describe* have no resource-level
+    permissions); nothing else beyond SSM's managed policy."""
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "DiscoverPeers", "Effect": "Allow", "Action": ["ec2:DescribeInstances"], "Resource": "*"}]}
 
 
 class TrainingCluster(pulumi.ComponentResource):
-    """Security group, placement group, launch template, instance profile and the nodes."""
+    """Security group, placement group, launch template, instance profile, the nodes and optional FSx."""
 
     def __init__(self, name: str, args: TrainingClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         args.validate()
         super().__init__("gpuplan:aws:TrainingCluster", name, None, opts)
         plan, tags = args.plan, dict(args.tags)
         child = pulumi.ResourceOptions(parent=self)
+        kept = pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect)
 
         # EFA needs all traffic between the nodes themselves; nothing else may reach them.
         self.security_group = aws.ec2.SecurityGroup(
@@ -105,38 +175,72 @@ class TrainingCluster(pulumi.ComponentResource):
             tags=tags, opts=child)
         self.ssm_attachment = aws.iam.RolePolicyAttachment(f"{name}-ssm", role=self.role.name,
                                                            policy_arn=SSM_CORE_POLICY, opts=child)
+        self.role_policy = aws.iam.RolePolicy(f"{name}-discovery", role=self.role.id,
+                                              policy=json.dumps(node_policy(name)), opts=child)
         self.instance_profile = aws.iam.InstanceProfile(f"{name}-profile", role=self.role.name, opts=child)
-        ami = aws.ssm.get_parameter_output(name=args.ami_parameter or settings.ami_parameter(plan),
-                                           opts=pulumi.InvokeOutputOptions(parent=self))
+
+        self.filesystem = None
+        fsx_mount = None
+        if args.fsx:
+            self.filesystem = aws.fsx.LustreFileSystem(
+                f"{name}-fsx", storage_capacity=fsx_capacity_gib(plan), subnet_ids=args.subnet_id,
+                deployment_type="PERSISTENT_2", per_unit_storage_throughput=FSX_MB_S_PER_TIB,
+                security_group_ids=[self.security_group.id], automatic_backup_retention_days=FSX_BACKUP_DAYS,
+                copy_tags_to_backups=True, skip_final_backup=False, final_backup_tags=tags,
+                tags=tags, opts=kept)
+            fsx_mount = pulumi.Output.all(self.filesystem.dns_name, self.filesystem.mount_name)
+            if args.fsx_import_path:
+                self.data_repository = aws.fsx.DataRepositoryAssociation(
+                    f"{name}-fsx-s3", file_system_id=self.filesystem.id, data_repository_path=args.fsx_import_path,
+                    file_system_path="/data", batch_import_meta_data_on_create=True,
+                    s3={"auto_import_policy": {"events": ["NEW", "CHANGED", "DELETED"]}}, tags=tags, opts=child)
+
+        if args.ami_id:
+            self.ami_id = pulumi.Output.from_input(args.ami_id)
+            template_opts = child
+        else:  # resolved once: later SSM updates do not roll the cluster until an amiId pins them
+            parameter = aws.ssm.get_parameter_output(name=args.ami_parameter or settings.ami_parameter(plan),
+                                                     with_decryption=False, opts=pulumi.InvokeOutputOptions(parent=self))
+            self.ami_id = parameter.insecure_value
+            template_opts = pulumi.ResourceOptions(parent=self, ignore_changes=["imageId"])
+        script = (fsx_mount.apply(lambda m: user_data(plan, args.instance, name, (m[0], m[1])))
+                  if fsx_mount is not None else pulumi.Output.from_input(user_data(plan, args.instance, name)))
         template: dict = dict(
-            image_id=ami.value, instance_type=plan.choice.instance_type,
+            image_id=self.ami_id, instance_type=plan.choice.instance_type,
+            # hop limit 1: containers on the node cannot reach the instance role's credentials
             metadata_options={"http_tokens": "required", "http_endpoint": "enabled",
-                              "http_put_response_hop_limit": 2},
+                              "http_put_response_hop_limit": 1},
             block_device_mappings=[{"device_name": "/dev/sda1", "ebs": {
                 "volume_size": args.root_volume_gb or settings.root_volume_gb(plan), "volume_type": "gp3",
                 "encrypted": "true", "delete_on_termination": "true"}}],
             network_interfaces=network_interfaces(args.instance, args.subnet_id, self.security_group.id),
             iam_instance_profile={"arn": self.instance_profile.arn},
             placement={"group_name": self.placement_group.name},
-            user_data=base64.b64encode(user_data(plan, args.instance.efa).encode()).decode(),
-            tag_specifications=[{"resource_type": "instance", "tags": tags}, {"resource_type": "volume", "tags": tags}],
+            user_data=script.apply(lambda s: base64.b64encode(s.encode()).decode()),
+            tag_specifications=[{"resource_type": "instance", "tags": {**tags, CLUSTER_TAG: name}},
+                                {"resource_type": "volume", "tags": tags}],
             tags=tags)
-        if args.capacity_reservation_id:
+        reservation = args.capacity_block_id or args.capacity_reservation_id
+        if reservation:
             template["capacity_reservation_specification"] = {
-                "capacity_reservation_target": {"capacity_reservation_id": args.capacity_reservation_id}}
-        self.launch_template = aws.ec2.LaunchTemplate(f"{name}-lt", opts=child, **template)
+                "capacity_reservation_target": {"capacity_reservation_id": reservation}}
+        if args.capacity_block_id:
+            template["instance_market_options"] = {"market_type": "capacity-block"}
+        else:
+            pulumi.log.info(f"{name}: {plan.choice.nodes} × {plan.choice.instance_type} without a reservation; if the "
+                            "Auto Scaling group reports InsufficientInstanceCapacity, reserve a Capacity Block for ML "
+                            "(`gpuplan preflight` lists offerings) and set capacityBlockId", resource=self)
+        self.launch_template = aws.ec2.LaunchTemplate(f"{name}-lt", opts=template_opts, **template)
         self.nodes = aws.autoscaling.Group(
             f"{name}-nodes", desired_capacity=plan.choice.nodes, min_size=plan.choice.nodes, max_size=plan.choice.nodes,
             launch_template={"id": self.launch_template.id, "version": self.launch_template.latest_version.apply(str)},
             vpc_zone_identifiers=[args.subnet_id], placement_group=self.placement_group.id,
+            wait_for_capacity_timeout=capacity_wait_timeout(plan.choice.nodes),
+            # a new launch template version (an AMI pinned by amiId, a re-plan) replaces the nodes
+            instance_refresh={"strategy": "Rolling", "preferences": {"min_healthy_percentage": 0,
+                                                                     "skip_matching": True}},
             tags=[{"key": k, "value": v, "propagate_at_launch": True} for k, v in tags.items()], opts=child)
-        self.filesystem = None
-        if args.fsx:
-            self.filesystem = aws.fsx.LustreFileSystem(
-                f"{name}-fsx", storage_capacity=fsx_capacity_gib(plan), subnet_ids=args.subnet_id,
-                deployment_type="PERSISTENT_2", per_unit_storage_throughput=FSX_MB_S_PER_TIB,
-                security_group_ids=[self.security_group.id], tags=tags, opts=child)
         self.register_outputs({"security_group_id": self.security_group.id,
-                               "placement_group": self.placement_group.name,
+                               "placement_group": self.placement_group.name, "ami_id": self.ami_id,
                                "launch_template_id": self.launch_template.id, "nodes": plan.choice.nodes,
                                "instance_type": plan.choice.instance_type})

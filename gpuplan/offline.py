@@ -11,6 +11,9 @@ import pulumi
 from pulumi.runtime.mocks import MockMonitor
 
 PLACEHOLDER_AMI = "ami-00000000000000000"
+SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker for a secret value on the wire
+PLACEHOLDER_ACCOUNT = "123456789012"
+OFFLINE_REGION = "us-east-1"
 
 
 @dataclass
@@ -21,6 +24,8 @@ class Registered:
     outputs: dict
     urn: str = ""
     parent: str | None = None
+    options: dict = field(default_factory=dict)
+    secrets: set[str] = field(default_factory=set)  # top-level properties Pulumi keeps encrypted
 
 
 @dataclass
@@ -42,13 +47,28 @@ class Recorder(pulumi.runtime.Mocks):
                 outputs.setdefault("arn", f"arn:aws:{service}:us-east-1:123456789012:{physical}")
             if args.typ == "aws:ec2/launchTemplate:LaunchTemplate":
                 outputs["latestVersion"] = 1
-        self.resources.append(Registered(args.typ, args.name, dict(args.inputs), outputs))
+            if args.typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
+                outputs.setdefault("dnsName", f"fs-0123456789abcdef0.fsx.{OFFLINE_REGION}.amazonaws.com")
+                outputs.setdefault("mountName", "abcdefgh")
+        secrets = {k for k, v in args.inputs.items() if isinstance(v, dict) and SECRET_SIG in v}
+        # policies see secret values in the clear (CrossGuard unwraps them), so the record does too
+        inputs = {k: v["value"] if k in secrets else v for k, v in args.inputs.items()}
+        self.resources.append(Registered(args.typ, args.name, inputs, outputs, secrets=secrets))
         return ("" if self.preview else f"{physical}-id"), outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs):
         self.calls.append((args.token, dict(args.args)))
         if args.token == "aws:ssm/getParameter:getParameter":
-            return {"name": args.args["name"], "value": PLACEHOLDER_AMI, "type": "String", "id": args.args["name"]}
+            return {"name": args.args["name"], "value": PLACEHOLDER_AMI, "insecureValue": PLACEHOLDER_AMI,
+                    "type": "String", "id": args.args["name"]}
+        if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
+            return {"accountId": PLACEHOLDER_ACCOUNT, "arn": f"arn:aws:iam::{PLACEHOLDER_ACCOUNT}:user/offline",
+                    "userId": "OFFLINE", "id": PLACEHOLDER_ACCOUNT}
+        if args.token == "aws:secretsmanager/getSecretVersion:getSecretVersion":
+            return {"arn": args.args["secretId"], "secretId": args.args["secretId"], "secretString": "offline-token",
+                    "id": args.args["secretId"]}
+        if args.token == "aws:index/getRegion:getRegion":
+            return {"name": "us-east-1", "region": "us-east-1", "id": "us-east-1"}
         return {}
 
     def of_type(self, suffix: str) -> list[Registered]:
@@ -61,10 +81,15 @@ class _ParentMonitor(MockMonitor):
     def __init__(self, mocks: Recorder) -> None:
         super().__init__(mocks)
         self.lineage: dict[tuple[str, str], tuple[str, str]] = {}
+        self.options: dict[tuple[str, str], dict] = {}
 
     def RegisterResource(self, request):  # noqa: N802 (the gRPC method name)
         self.lineage[(request.type, request.name)] = (self.make_urn(request.parent, request.type, request.name),
                                                       request.parent)
+        self.options[(request.type, request.name)] = {
+            "protect": request.protect, "retain_on_delete": request.retainOnDelete,
+            "aliases": [a.spec.name for a in request.aliases if a.HasField("spec")] + list(request.aliasURNs),
+            "ignore_changes": list(request.ignoreChanges)}
         return super().RegisterResource(request)
 
 
@@ -81,4 +106,5 @@ def synthesize(config: dict, preview: bool = False, project: str = "gpuplan") ->
     for r in recorder.resources:
         r.urn, r.parent = monitor.lineage.get((r.type, r.name), ("", None))
         r.parent = r.parent or None
+        r.options = monitor.options.get((r.type, r.name), {})
     return recorder

@@ -224,16 +224,40 @@ def read_yaml(path: str | Path) -> Any:
         raise SpecError(f"malformed YAML: {problem}", path=where, file=str(path)) from None
 
 
-def stack_document(data: dict) -> dict:
-    """The workloads document inside a Pulumi stack file's `config:` block."""
-    config = data["config"] or {}
+STACK_REGION_KEY = "aws:region"
+
+
+def stack_document(config: dict) -> dict:
+    """The workloads document inside a Pulumi stack's config. The stack's `aws:region` is where
+    `pulumi up` deploys, so it is the planning region of every workload; a workload that names
+    another region in constraints.region is an error, not silently overridden."""
     if STACK_KEY not in config:
         raise SpecError(f"stack file has no {STACK_KEY} in config: (set it with "
                         f"`pulumi config set --path '{STACK_KEY.split(':')[1]}[0].name' ...`)", path="config")
-    document = {"workloads": config[STACK_KEY]}
+    workloads = config[STACK_KEY]
+    region = config.get(STACK_REGION_KEY)
+    if region is not None and isinstance(workloads, list):
+        workloads = [_in_region(w, i, region) for i, w in enumerate(workloads)]
+    document = {"workloads": workloads}
     if STACK_CATALOG_KEY in config:
         document["catalog"] = config[STACK_CATALOG_KEY]
     return document
+
+
+def _in_region(workload: Any, index: int, region: Any) -> Any:
+    if not isinstance(workload, dict):
+        return workload  # the model reports the wrong type with its path
+    constraints = workload.get("constraints")
+    if constraints is None:
+        constraints = {}
+    if not isinstance(constraints, dict):
+        return workload
+    named = constraints.get("region")
+    if named is not None and named != region:
+        raise SpecError(f"{named!r} disagrees with the stack's {STACK_REGION_KEY} {region!r}: a stack deploys in "
+                        f"one region; drop constraints.region or set {STACK_REGION_KEY} to it",
+                        path=f"{STACK_KEY}[{index}].constraints.region")
+    return {**workload, "constraints": {**constraints, "region": region}}
 
 
 def load_workloads(path: str | Path) -> WorkloadFile:
@@ -241,7 +265,7 @@ def load_workloads(path: str | Path) -> WorkloadFile:
     data = read_yaml(path)
     try:
         if isinstance(data, dict) and "config" in data and "workloads" not in data:
-            data = stack_document(data)
+            data = stack_document(data["config"] or {})
     except SpecError as exc:
         exc.file = str(path)
         raise

@@ -120,7 +120,7 @@ def test_neuron_image_is_in_awss_dlc_list(catalog):
     images = yaml.safe_load((ROOT / "components" / "data" / "images.yaml").read_text())
     dlc = yaml.safe_load((ROOT / "components" / "data" / "dlc-images.yaml").read_text())
     entry = images["images"]["aws-neuron"]["neuron"]
-    assert entry["tag"] in dlc["images"][entry["repository"]]
+    assert entry["tag"] in {row["tag"] for row in dlc["images"][entry["repository"]]}
 
 
 def test_trainium_qlora_is_refused_with_the_reason(catalog):

@@ -90,7 +90,7 @@ def installed_wheel(tmp_path_factory) -> Path:
     # Build from the tracked files only, as a fresh checkout would: an egg-info left by the editable
     # install lists every file and would hide a package missing from pyproject.toml.
     source = base / "source"
-    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    tracked = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, check=True).stdout
     for name in filter(None, tracked.decode().split("\0")):
         if (ROOT / name).is_file():
             (source / name).parent.mkdir(parents=True, exist_ok=True)

@@ -69,13 +69,15 @@ def test_container_environment_is_the_plan(stack):
 
 def test_autoscaling_targets_the_variant(stack):
     target = by_name(stack, "appautoscaling/target:Target", "chat-70b-scaling-target").inputs
-    assert target["resourceId"] == "endpoint/chat-70b-endpoint-1a2b3c/variant/AllTraffic"
+    # the endpoint's name carries its instance type: a re-plan onto another type is a new endpoint
+    assert target["resourceId"] == "endpoint/chat-70b-p4de-24xlarge/variant/AllTraffic"
     assert target["scalableDimension"] == "sagemaker:variant:DesiredInstanceCount"
     assert target["minCapacity"] == PLANS["chat-70b"].choice.nodes and target["maxCapacity"] == 4
     policy = by_name(stack, "appautoscaling/policy:Policy", "chat-70b-scaling-policy").inputs
     config = policy["targetTrackingScalingPolicyConfiguration"]
-    assert config["predefinedMetricSpecification"]["predefinedMetricType"] == "SageMakerVariantInvocationsPerInstance"
-    assert config["targetValue"] > 0
+    assert config["predefinedMetricSpecification"]["predefinedMetricType"] == \
+        "SageMakerVariantConcurrentRequestsPerModelHighResolution"
+    assert config["targetValue"] == round(PLANS["chat-70b"].layout.batch_per_replica * 0.7, 1)
 
 
 def test_execution_role_is_least_privilege(stack):
@@ -101,8 +103,11 @@ def test_training_cluster_network_and_security(stack):
     interfaces = lt["networkInterfaces"]
     assert len(interfaces) == cards
     assert [i["networkCardIndex"] for i in interfaces] == list(range(cards))
-    assert all(i["interfaceType"] == "efa" for i in interfaces)
-    assert interfaces[0]["deviceIndex"] == 0
+    # ENA + EFA on card 0, EFA-only (no IP address) on the others; no public IPs
+    assert interfaces[0]["interfaceType"] == "efa" and interfaces[0]["deviceIndex"] == 0
+    assert all(i["interfaceType"] == "efa-only" and i["deviceIndex"] == 1 for i in interfaces[1:])
+    assert interfaces[0]["associatePublicIpAddress"] == "false"
+    assert lt["metadataOptions"]["httpPutResponseHopLimit"] == 1
     pg = by_name(stack, "placementGroup:PlacementGroup", "pretrain-70b-pg").inputs
     assert pg["strategy"] == "cluster"
     sg = by_name(stack, "securityGroup:SecurityGroup", "pretrain-70b-sg").inputs
@@ -112,6 +117,10 @@ def test_training_cluster_network_and_security(stack):
     layout = base64.b64decode(lt["userData"]).decode()
     assert f'"tensor_parallel": {plan.layout.tensor_parallel}' in layout
     assert f"GPUPLAN_NNODES={plan.choice.nodes}" in layout and "FI_PROVIDER=efa" in layout
+    assert "FI_EFA_USE_DEVICE_RDMA=1" in layout  # p4d/p5 EFA does GPU-direct RDMA
+    assert "Name=tag:gpuplan:cluster,Values=pretrain-70b" in layout and "/etc/gpuplan/hostfile" in layout
+    assert f"head -n {plan.choice.nodes} | sed 's/$/ slots=8/'" in layout
+    assert "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh /fsx lustre" in layout
     ssm = [args for token, args in stack.calls if token == "aws:ssm/getParameter:getParameter"]
     assert ssm == [{"name": "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"}] \
         or ssm[0]["name"].startswith("/aws/service/deeplearning/ami/x86_64/")
@@ -139,9 +148,9 @@ def test_preview_mode_keeps_the_literals_the_policies_read():
     [variant] = by_name(stack, "EndpointConfiguration", "chat-70b-config").inputs["productionVariants"]
     assert variant["instanceType"] == f"ml.{PLANS['chat-70b'].choice.instance_type}"
     assert by_name(stack, "EndpointConfiguration", "chat-70b-config").inputs["tags"]["gpuplan:layout"].startswith("tp=8")
-    # the endpoint's name is unknown in preview, so the scaling target carries no literal resource id
+    # the endpoint's name is set by the program (workload and instance type), so even a preview knows it
     target = by_name(stack, "appautoscaling/target:Target", "chat-70b-scaling-target").inputs
-    assert not isinstance(target.get("resourceId"), str) or "endpoint/" not in target.get("resourceId", "")
+    assert target["resourceId"] == "endpoint/chat-70b-p4de-24xlarge/variant/AllTraffic"
 
 
 @pytest.mark.parametrize("change, message", [
@@ -150,7 +159,7 @@ def test_preview_mode_keeps_the_literals_the_policies_read():
      "config gpuplan:workloads[0].serving.engine: must be one of"),
     (lambda c: c["gpuplan:workloads"][0]["constraints"].update(families=["g5"], max_nodes=1),
      "config gpuplan:workloads (chat-70b): workload 'chat-70b': no instance type in the catalog can run"),
-    (lambda c: c["gpuplan:deployments"].pop("chat-8b"), "config gpuplan:deployments.chat-8b: give model_data_url"),
+    (lambda c: c["gpuplan:deployments"].pop("chat-8b"), "config gpuplan:deployments.chat-8b: give modelDataUrl (s3://...) or hfModelId"),
     (lambda c: c.pop("gpuplan:workloads"), "config gpuplan:workloads: missing"),
 ])
 def test_bad_stack_config_fails_with_one_message(change, message):
