@@ -1,0 +1,109 @@
+"""EC2 training clusters as AWS documents them: EFA-only interfaces, RDMA only where it exists, capacity
+reservations and Capacity Blocks, a pinned AMI, valid FSx sizes mounted on every node, a hostfile."""
+
+from __future__ import annotations
+
+import base64
+import copy
+
+import pytest
+
+from components.training import (FSX_FIRST_GIB, FSX_STEP_GIB, capacity_wait_timeout, fsx_capacity_gib,
+                                 network_interfaces, user_data)
+from planner.search import plan_workload
+from tests.conftest import workload
+from tests.pulumi_harness import run_program, stack_config
+
+
+def by_name(stack, suffix, name):
+    [found] = [r for r in stack.of_type(suffix) if r.name == name]
+    return found
+
+
+def _config(**deploy) -> dict:
+    config = copy.deepcopy(stack_config())
+    config["gpuplan:deployments"]["pretrain-70b"].update(deploy)
+    return config
+
+
+def test_efa_only_interfaces_take_no_ip_address(catalog):
+    p5 = catalog.instance("p5.48xlarge")
+    interfaces = network_interfaces(p5, "subnet-1", "sg-1")
+    assert len(interfaces) == 32
+    assert [i["interface_type"] for i in interfaces] == ["efa"] + ["efa-only"] * 31
+    # one private IP per node: 8 nodes fit a /24 many times over
+    assert sum(1 for i in interfaces if i["interface_type"] != "efa-only") == 1
+    g5 = network_interfaces(catalog.instance("g5.xlarge"), "subnet-1", "sg-1")
+    assert g5 == [{"device_index": 0, "associate_public_ip_address": "false", "subnet_id": "subnet-1",
+                   "security_groups": ["sg-1"], "delete_on_termination": "true"}]
+
+
+def test_device_rdma_only_on_families_that_have_it(catalog):
+    w = workload(kind="fine-tuning", model={"preset": "llama-3.1-8b"},
+                 training={"method": "lora", "tokens": 1e8, "sequence_length": 2048},
+                 constraints={"instance_types": ["g6e.48xlarge"]})
+    g6e = catalog.instance("g6e.48xlarge")
+    script = user_data(plan_workload(w, catalog), g6e, "ft")
+    assert ("FI_PROVIDER=efa" in script) == g6e.efa and "FI_EFA_USE_DEVICE_RDMA" not in script
+
+
+def test_fsx_sizes_are_ones_fsx_accepts(catalog):
+    valid = {FSX_FIRST_GIB} | {FSX_STEP_GIB * k for k in range(1, 200)}
+    stack = run_program(stack_config())
+    fs = by_name(stack, "lustreFileSystem:LustreFileSystem", "pretrain-70b-fsx")
+    assert fs.inputs["storageCapacity"] in valid
+    assert fs.inputs["skipFinalBackup"] is False and fs.inputs["automaticBackupRetentionDays"] == 7
+    for tokens_per_s in (1e3, 4e5, 7e5, 1.5e6, 4e6):
+        plan = type("P", (), {"performance": type("Q", (), {"training_tokens_per_s": tokens_per_s})()})()
+        assert fsx_capacity_gib(plan) in valid
+
+
+def test_fsx_data_repository_and_mount_name_export():
+    stack = run_program(_config(fsxImportPath="s3://my-corpus/tokenised/"))
+    dra = by_name(stack, "dataRepositoryAssociation:DataRepositoryAssociation", "pretrain-70b-fsx-s3").inputs
+    assert dra["dataRepositoryPath"] == "s3://my-corpus/tokenised/" and dra["fileSystemPath"] == "/data"
+
+
+def test_capacity_block_and_sized_capacity_wait():
+    stack = run_program(_config(capacityBlockId="cr-0123456789abcdef0"))
+    lt = by_name(stack, "launchTemplate:LaunchTemplate", "pretrain-70b-lt").inputs
+    assert lt["instanceMarketOptions"] == {"marketType": "capacity-block"}
+    assert lt["capacityReservationSpecification"]["capacityReservationTarget"]["capacityReservationId"] == \
+        "cr-0123456789abcdef0"
+    asg = by_name(stack, "autoscaling/group:Group", "pretrain-70b-nodes").inputs
+    assert asg["waitForCapacityTimeout"] == capacity_wait_timeout(int(asg["desiredCapacity"])) == "26m"
+    assert asg["instanceRefresh"]["strategy"] == "Rolling"
+
+
+def test_ami_is_resolved_once_unless_pinned():
+    unpinned = run_program(stack_config())
+    lt = by_name(unpinned, "launchTemplate:LaunchTemplate", "pretrain-70b-lt")
+    assert lt.options["ignore_changes"] == ["imageId"]  # a newer DLAMI does not roll a running cluster
+    pinned = run_program(_config(amiId="ami-0123456789abcdef0"))
+    lt = by_name(pinned, "launchTemplate:LaunchTemplate", "pretrain-70b-lt")
+    assert lt.inputs["imageId"] == "ami-0123456789abcdef0" and lt.options["ignore_changes"] == []
+    assert not [c for c in pinned.calls if c[0] == "aws:ssm/getParameter:getParameter"]
+
+
+def test_nodes_find_each_other_with_least_privilege():
+    stack = run_program(stack_config())
+    lt = by_name(stack, "launchTemplate:LaunchTemplate", "pretrain-70b-lt").inputs
+    script = base64.b64decode(lt["userData"]).decode()
+    assert "GPUPLAN_MASTER_ADDR=$MASTER" in script and "GPUPLAN_NODE_RANK=" in script
+    instance_tags = next(t["tags"] for t in lt["tagSpecifications"] if t["resourceType"] == "instance")
+    assert instance_tags["gpuplan:cluster"] == "pretrain-70b"
+    import json
+    policy = json.loads(by_name(stack, "rolePolicy:RolePolicy", "pretrain-70b-discovery").inputs["policy"])
+    assert [s["Action"] for s in policy["Statement"]] == [["ec2:DescribeInstances"]]
+
+
+@pytest.mark.parametrize("deploy, message", [
+    ({"capacityBlockId": "cr-1", "capacityReservationId": "cr-2"}, "capacityReservationId and capacityBlockId"),
+    ({"fsx": False, "fsxImportPath": "s3://bkt/p/"}, "fsxImportPath links an S3 prefix"),
+    ({"amiId": "ubuntu"}, "gpuplan:deployments.pretrain-70b.amiId: String should match pattern"),
+])
+def test_training_deployment_errors(deploy, message):
+    import pulumi
+    with pytest.raises(pulumi.RunError) as err:
+        run_program(_config(**deploy))
+    assert message in str(err.value)
