@@ -16,7 +16,7 @@ from planner.plan import Plan
 DOWNLOAD_BYTES_PER_S = 100e6
 MIN_TIMEOUT_S, MAX_TIMEOUT_S = 600, 3600
 # Families whose instances carry local NVMe: SageMaker rejects VolumeSizeInGB for them.
-NVME_FAMILIES = {"g5", "g6", "g6e", "p4d", "p4de", "p5", "p5e", "p5en", "trn1"}
+NVME_FAMILIES = {"g5", "g6", "g6e", "p4d", "p4de", "p5", "p5e", "p5en", "trn1", "trn1n"}
 
 
 @cache

@@ -56,8 +56,10 @@ def program_config(path: str | Path, spec: WorkloadFile) -> dict:
 
 
 def check_file(path: str | Path, policy_config: dict | None = None, spec: WorkloadFile | None = None,
-               plans: PlanSet | None = None) -> CheckReport:
-    """`spec` and `plans`, when the caller already has them for `path`, spare a second read and plan."""
+               plans: PlanSet | None = None, strict: bool = True) -> CheckReport:
+    """`spec` and `plans`, when the caller already has them for `path`, spare a second read and plan.
+    Strict (the default, as in CI) synthesizes as `pulumi preview` sees the program, computed values
+    unknown, and blocks when a value a gating rule reads is one of them."""
     import pulumi
 
     from gpuplan.offline import synthesize
@@ -67,11 +69,14 @@ def check_file(path: str | Path, policy_config: dict | None = None, spec: Worklo
     spec = spec or load_workloads(path)
     plans = plans or plan_workloads(spec)  # SpecError / InfeasibleError surface here, with the planner's messages
     try:
-        recorder = synthesize(program_config(path, spec))
+        recorder = synthesize(program_config(path, spec), preview=strict)
     except pulumi.RunError as exc:
         raise SpecError(str(exc), file=str(path)) from None
     resources = [Resource(r.type, r.name, r.inputs, r.urn, r.parent) for r in recorder.resources]
-    violations = evaluate(resources, policy_config)
+    config = dict(policy_config or {})
+    if not strict:
+        config["gating-values-known"] = {**(config.get("gating-values-known") or {}), "strict": False}
+    violations = evaluate(resources, config)
     by_workload = {p.workload: WorkloadVerdict(workload=p.workload, instance_type=p.choice.instance_type,
                                                nodes=p.choice.nodes, violations=[]) for p in plans.plans}
     stack: list[CheckViolation] = []

@@ -87,11 +87,14 @@ def frontier(file: Path = FileArg,
 @app.command()
 def check(file: Path = FileArg, format: Format = typer.Option(Format.table, "--format", "-f"),
           policy_config: Optional[Path] = typer.Option(None, "--policy-config",
-                                                       help="Policy config JSON, as for --policy-pack-config")) -> None:
+                                                       help="Policy config JSON, as for --policy-pack-config"),
+          strict: bool = typer.Option(True, "--strict/--no-strict",
+                                      help="Check the resources as a preview sees them and block when a value a "
+                                           "gating rule reads is unknown (CrossGuard alone would only advise)")) -> None:
     """Run the policy pack's rules on the plans offline; exit 1 on a mandatory violation."""
     from gpuplan.check import check_file, load_policy_config, render_markdown, render_text
 
-    report = guarded(lambda: check_file(file, load_policy_config(policy_config)))
+    report = guarded(lambda: check_file(file, load_policy_config(policy_config), strict=strict))
     render = {Format.json: lambda r: r.model_dump_json(indent=2) + "\n", Format.markdown: render_markdown,
               Format.table: render_text}[format]
     sys.stdout.write(render(report))

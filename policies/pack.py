@@ -3,6 +3,7 @@ constructs the PolicyPack (whose constructor starts the analyzer server and neve
 
 from __future__ import annotations
 
+from pulumi_policy.proxy import UnknownValueError
 from pulumi_policy import (EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs,
                            ResourceValidationPolicy, StackValidationArgs, StackValidationPolicy)
 
@@ -15,9 +16,17 @@ LEVELS = {"advisory": EnforcementLevel.ADVISORY, "mandatory": EnforcementLevel.M
 
 def _resource_validator(rule: Rule):
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+        config = args.get_config() or {}
         resource = Resource(args.resource_type, args.name, args.props, args.urn)
-        for finding in rule.check(resource, args.get_config() or {}, bundled()):
-            report_violation(finding.message, args.urn)
+        try:
+            for finding in rule.check(resource, config, bundled()):
+                report_violation(finding.message, args.urn)
+        except UnknownValueError as exc:
+            # CrossGuard would report this as an advisory "can't run policy"; strict mode blocks instead.
+            if not config.get("strict", True):
+                raise
+            report_violation(f"{rule.name}: {exc.message}; strict mode blocks a value unknown at preview "
+                             "(policy config strict: false accepts it)", args.urn)
     return validate
 
 
@@ -30,8 +39,12 @@ def _stack_validator(rule: Rule):
     return validate
 
 
+STRICT = {"strict": {"type": "boolean", "default": True,
+                     "description": "block (not advise) when a value this rule reads is unknown at preview"}}
+
+
 def _schema(rule: Rule) -> PolicyConfigSchema | None:
-    return PolicyConfigSchema(properties=rule.config_schema) if rule.config_schema else None
+    return PolicyConfigSchema(properties={**STRICT, **rule.config_schema})
 
 
 def build_policies() -> list:

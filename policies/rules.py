@@ -5,8 +5,16 @@ resource's own tags with the planner's estimators; nothing relies on values unkn
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Callable, Iterable
+
+try:  # the pack runs under pulumi-policy; `gpuplan check` reads plain dicts and needs no proxy error
+    from pulumi_policy.proxy import UnknownValueError
+except ImportError:  # pragma: no cover
+    class UnknownValueError(Exception):  # type: ignore[no-redef]
+        pass
 
 from planner.catalog import Catalog, bundled
 from planner.cost import hourly_price
@@ -16,7 +24,18 @@ from policies.resources import (ASG, CARRIES_INSTANCE_TYPE, ENDPOINT_CONFIG, IAM
                                 PLACEMENT_GROUP, ROLE_POLICY, SECURITY_GROUP, SG_INGRESS_RULE, SG_RULE, Resource,
                                 family_of, instance_slots, is_accelerated, tags_of)
 
-DEFAULT_FAMILIES = ["p4d", "p4de", "p5", "p5e", "p5en", "inf2", "g5", "g6", "g6e", "trn1"]
+# Every family the bundled catalog holds (the planner can choose any of them, trn1n included).
+DEFAULT_FAMILIES = sorted({family_of(t.name) for t in bundled().instance_types})
+# pulumi-policy's sentinels for values unknown at preview (pulumi_policy/proxy.py), as they arrive in props.
+UNKNOWN_SENTINELS = {"1c4a061d-8072-4f0a-a4cb-0ff528b18fe7", "3eeb2bf0-c639-47a8-9e75-3b44932eb421",
+                     "04da6b54-80e4-46f7-96ec-b56ff0331ba9", "6a19a0b0-7e62-4c92-b797-7f8e31da9cc2",
+                     "dd056dcd-154b-4c76-9bd3-c8f88648b5ff"}
+# What the gating rules read: whole top-level properties, and leaves wherever they sit (a variant's
+# instance type, an interface's type). Computed names and IDs (a variant's model name, the launch
+# template id an Auto Scaling group points at) are unknown at every first preview and gate nothing.
+GATING_PROPS = {"instanceType", "tags", "desiredCapacity", "maxSize", "minSize", "metadataOptions", "policy"}
+GATING_LEAVES = {"instanceType", "initialInstanceCount", "interfaceType", "encrypted", "cidrBlocks",
+                 "ipv6CidrBlocks", "httpTokens", "volumeSize"}
 OPEN_CIDRS = {"0.0.0.0/0", "::/0"}
 SUGGESTIONS = 3
 
@@ -267,6 +286,53 @@ def multi_node_training_network(resources: list[Resource], config: dict, catalog
                 yield Finding(f"{r.name}: {nodes} nodes without a cluster placement group beside them", tagged.workload)
 
 
+def _unknown_paths(value, path: str) -> Iterable[str]:
+    """Paths under `value` that are unknown: a raw sentinel (offline), or an access that pulumi-policy's
+    read-only proxy refuses (during preview)."""
+    if isinstance(value, str):
+        if value in UNKNOWN_SENTINELS:
+            yield path
+        return
+    if isinstance(value, Mapping):
+        keys: Iterable = list(value)
+        child = "{path}.{key}"
+    elif isinstance(value, Sequence):
+        keys, child = range(len(value)), "{path}[{key}]"
+    else:
+        return
+    for key in keys:
+        where = child.format(path=path, key=key)
+        try:
+            item = value[key]
+        except UnknownValueError:
+            yield where
+            continue
+        yield from _unknown_paths(item, where)
+
+
+def _top(resource: Resource, key: str):
+    try:
+        return resource.props[key]
+    except UnknownValueError:
+        return next(iter(UNKNOWN_SENTINELS))
+
+
+def gating_values_known(resource: Resource, config: dict, catalog: Catalog) -> Iterable[Finding]:
+    """Strict mode: a value the gating rules read that is unknown at preview blocks. CrossGuard itself
+    turns an unknown value a rule touches into an advisory "can't run policy", so without this a
+    computed instance type or tag set would pass every mandatory rule at preview."""
+    if not config.get("strict", True):
+        return
+    unknown = [p for key in list(resource.props)
+               for p in _unknown_paths({key: _top(resource, key)}, "")
+               if key in GATING_PROPS or re.split(r"[.\[]", p)[-1] in GATING_LEAVES]
+    unknown = [u.lstrip(".") for u in unknown]
+    if unknown:
+        yield Finding(f"{resource.name}: {', '.join(unknown[:3])} unknown at preview, so no rule can check it; set it "
+                      "from literals (or run with strict: false to accept the advisory)", tags_of(resource).get(
+                          "gpuplan:workload"))
+
+
 RULES = [
     Rule("accelerator-memory-fits", "Accelerator memory holds the planned workload (weights, KV cache at peak, "
          "training state), recomputed from the resource's tags", "mandatory",
@@ -291,6 +357,8 @@ RULES = [
          {"minInstances": {"type": "integer", "minimum": 1, "default": 2}}, endpoint_availability),
     Rule("secure-defaults", "IMDSv2, encrypted volumes, no open ingress, no wildcard IAM actions", "mandatory", {},
          secure_defaults),
+    Rule("gating-values-known", "Strict mode: the values the gating rules read are known at preview", "mandatory",
+         {"strict": {"type": "boolean", "default": True}}, gating_values_known),
 ]
 RULES_BY_NAME = {rule.name: rule for rule in RULES}
 
@@ -319,7 +387,8 @@ def evaluate(resources: list[Resource], config: dict | None = None, catalog: Cat
             found = [(f, r.name) for f in rule.check(resources, rule_config, catalog)
                      for r in [Resource("", f.workload or "stack", {})]]
         else:
-            found = [(f, r.name) for r in resources if r.type in CARRIES_INSTANCE_TYPE or rule.name == "secure-defaults"
+            found = [(f, r.name) for r in resources
+                     if r.type in CARRIES_INSTANCE_TYPE or rule.name in ("secure-defaults", "gating-values-known")
                      for f in rule.check(r, rule_config, catalog)]
         violations += [Violation(rule.name, level, name, f.workload, f.message) for f, name in found]
     return violations

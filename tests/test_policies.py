@@ -74,15 +74,25 @@ def test_unplanned_accelerator_is_advisory():
 
 def test_unknown_instance_type_is_not_silently_passed():
     props = endpoint_config(UNKNOWN_STRING_VALUE)
+    # strict (the default): the rule reports, so the mandatory level blocks the preview
+    [message] = validate("accelerator-memory-fits", EC, props)
+    assert message.startswith("accelerator-memory-fits: string value at .productionVariants.0.instanceType can't be "
+                              "known during preview; strict mode blocks")
+    [message] = validate("gating-values-known", EC, props)
+    assert "productionVariants[0].instanceType unknown at preview" in message
+    # strict: false gives CrossGuard's own behaviour (an advisory "can't run policy")
     with pytest.raises(UnknownValueError) as err:
-        validate("accelerator-memory-fits", EC, props)
+        validate("accelerator-memory-fits", EC, props, {"strict": False})
     assert err.value.message == "string value at .productionVariants.0.instanceType can't be known during preview"
+    assert validate("gating-values-known", EC, props, {"strict": False}) == []
 
 
 def test_instance_family_allowed_default_and_config():
     assert validate("instance-family-allowed", LT, {"instanceType": "p5.48xlarge"}) == []
     assert validate("instance-family-allowed", LT, {"instanceType": "p3.16xlarge"}) == \
-        ["p3.16xlarge: family p3 is not allowed (allowed: p4d, p4de, p5, p5e, p5en, inf2, g5, g6, g6e, trn1)"]
+        ["p3.16xlarge: family p3 is not allowed (allowed: g5, g6, g6e, inf2, p4d, p4de, p5, p5e, p5en, trn1, trn1n)"]
+    # the planner's own trn1n plans pass the default list
+    assert validate("instance-family-allowed", LT, {"instanceType": "trn1n.32xlarge"}) == []
     assert validate("instance-family-allowed", LT, {"instanceType": "p5.48xlarge"}, {"allowedFamilies": ["g6e"]})
     assert validate("instance-family-allowed", LT, {"instanceType": "m7i.large"}, {"allowedFamilies": ["g6e"]}) == []
 
@@ -229,3 +239,15 @@ def test_pack_main_only_constructs_the_pack():
     out = subprocess.run([sys.executable, "-c", "import policies.pack, policies.rules; print('ok')"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "ok"  # importing the rules never starts the analyzer server
+
+
+def test_strict_mode_blocks_unknown_gating_values_offline():
+    from policies.resources import Resource
+    from policies.rules import evaluate
+
+    lt = Resource(LT, "lt", {"instanceType": UNKNOWN_STRING_VALUE, "tags": {"gpuplan:workload": "w"},
+                             "networkInterfaces": [{"interfaceType": "efa", "subnetId": UNKNOWN_STRING_VALUE}]})
+    [found] = [v for v in evaluate([lt]) if v.policy == "gating-values-known"]
+    assert found.level == "mandatory" and found.message.startswith("lt: instanceType unknown at preview")
+    assert "subnetId" not in found.message  # computed IDs gate nothing
+    assert not [v for v in evaluate([lt], {"gating-values-known": {"strict": False}}) if v.policy == "gating-values-known"]
