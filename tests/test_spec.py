@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from gpuplan.cli import app
@@ -112,3 +113,22 @@ def test_bad_catalog_overlay(tmp_path):
     result = runner.invoke(app, ["plan", str(workloads), "--catalog", str(overlay)])
     assert result.exit_code == 2
     assert "extra.yaml" in result.output and "unknown accelerator 'Z100'" in result.output
+
+
+def test_a_stack_files_region_is_every_workloads_region(tmp_path):
+    from planner.errors import SpecError
+    from planner.spec import load_workloads
+
+    stack = {"config": {"aws:region": "eu-west-1", "gpuplan:workloads": [
+        {"name": "a", "kind": "inference", "model": {"preset": "llama-3.1-8b"}},
+        {"name": "b", "kind": "inference", "model": {"preset": "llama-3.1-8b"}, "constraints": {"region": "eu-west-1"}}]}}
+    path = tmp_path / "Pulumi.dev.yaml"
+    path.write_text(yaml.safe_dump(stack))
+    assert [w.constraints.region for w in load_workloads(path).workloads] == ["eu-west-1", "eu-west-1"]
+    stack["config"]["gpuplan:workloads"][1]["constraints"]["region"] = "us-east-1"
+    path.write_text(yaml.safe_dump(stack))
+    with pytest.raises(SpecError) as err:
+        load_workloads(path)
+    assert str(err.value) == (f"{path}: gpuplan:workloads[1].constraints.region: 'us-east-1' disagrees with the stack's "
+                              "aws:region 'eu-west-1': a stack deploys in one region; drop constraints.region or set "
+                              "aws:region to it")
