@@ -13,7 +13,7 @@ S3_URL = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
 SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$")
 # Hugging Face organisations whose models are gated (accept the licence, then a token): a deployment
 # of one without hfTokenSecretArn is warned about at `pulumi up`.
-GATED_ORGS = ("meta-llama/", "mistralai/", "google/gemma", "google/", "CohereForAI/", "tiiuae/falcon-180")
+GATED_ORGS = ("meta-llama/", "mistralai/", "google/gemma", "CohereForAI/", "tiiuae/falcon-180")
 
 
 class Deployment(BaseModel):

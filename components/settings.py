@@ -15,7 +15,8 @@ from planner.plan import Plan
 # 100 MB/s so a 141 GB model gets ~24 min, within SageMaker's 3,600 s ceiling for both timeouts.
 DOWNLOAD_BYTES_PER_S = 100e6
 MIN_TIMEOUT_S, MAX_TIMEOUT_S = 600, 3600
-# Families whose instances carry local NVMe: SageMaker rejects VolumeSizeInGB for them.
+# Families (as the instance type's name spells them) whose instances carry local NVMe: SageMaker
+# rejects VolumeSizeInGB for them.
 NVME_FAMILIES = {"g5", "g6", "g6e", "p4d", "p4de", "p5", "p5e", "p5en", "trn1", "trn1n"}
 
 
@@ -122,16 +123,13 @@ def _lmi_trtllm(plan: Plan, headroom: float, output_tokens: int) -> dict[str, st
     and sizes the KV cache as a fraction of the memory left after the weights."""
     lay = plan.layout
     output = min(output_tokens, plan.max_context_tokens - 1)
-    env = {"OPTION_ROLLING_BATCH": "trtllm",
-           "OPTION_TENSOR_PARALLEL_DEGREE": str(lay.tensor_parallel),
-           "OPTION_MAX_ROLLING_BATCH_SIZE": str(lay.batch_per_replica),
-           "OPTION_MAX_INPUT_LEN": str(plan.max_context_tokens - output),
-           "OPTION_MAX_OUTPUT_LEN": str(output),
-           "OPTION_KV_CACHE_FREE_GPU_MEM_FRACTION": f"{1 - headroom:.2f}",
-           "OPTION_DTYPE": _dtype(plan)}
-    if lay.tensor_parallel > 1 and plan.choice.family.startswith("p"):  # NVLink/NVSwitch parts (TRT-LLM guide)
-        env["OPTION_USE_CUSTOM_ALL_REDUCE"] = "true"
-    return env
+    return {"OPTION_ROLLING_BATCH": "trtllm",
+            "OPTION_TENSOR_PARALLEL_DEGREE": str(lay.tensor_parallel),
+            "OPTION_MAX_ROLLING_BATCH_SIZE": str(lay.batch_per_replica),
+            "OPTION_MAX_INPUT_LEN": str(plan.max_context_tokens - output),
+            "OPTION_MAX_OUTPUT_LEN": str(output),
+            "OPTION_KV_CACHE_FREE_GPU_MEM_FRACTION": f"{1 - headroom:.2f}",
+            "OPTION_DTYPE": _dtype(plan)}
 
 
 def container_environment(plan: Plan, hf_model_id: str | None, headroom: float,
@@ -164,7 +162,7 @@ def startup_timeout_s(plan: Plan) -> int:
 
 def volume_size_gb(plan: Plan) -> int | None:
     """Room for the model twice over (download and unpacked copy); None where SageMaker forbids it."""
-    if plan.choice.family in NVME_FAMILIES:
+    if plan.choice.instance_type.split(".")[0] in NVME_FAMILIES:
         return None
     weights = plan.memory.per_device_bytes["weights"] * plan.layout.tensor_parallel * plan.layout.pipeline_parallel
     return int(min(512, max(30, math.ceil(2 * weights / 1e9) + 10)))

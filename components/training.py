@@ -143,11 +143,10 @@ def fsx_capacity_gib(plan: Plan) -> int:
     return FSX_FIRST_GIB if gib <= FSX_FIRST_GIB else int(math.ceil(gib / FSX_STEP_GIB) * FSX_STEP_GIB)
 
 
-def node_policy(cluster: str) -> dict:
-    """What the discovery script needs: list the running instances (Describe* have no resource-level
-    permissions); nothing else beyond SSM's managed policy."""
-    return {"Version": "2012-10-17", "Statement": [
-        {"Sid": "DiscoverPeers", "Effect": "Allow", "Action": ["ec2:DescribeInstances"], "Resource": "*"}]}
+# What the discovery script needs beyond SSM's managed policy: list the running instances
+# (ec2:DescribeInstances has no resource-level permissions).
+NODE_POLICY = {"Version": "2012-10-17", "Statement": [
+    {"Sid": "DiscoverPeers", "Effect": "Allow", "Action": ["ec2:DescribeInstances"], "Resource": "*"}]}
 
 
 class TrainingCluster(pulumi.ComponentResource):
@@ -176,7 +175,7 @@ class TrainingCluster(pulumi.ComponentResource):
         self.ssm_attachment = aws.iam.RolePolicyAttachment(f"{name}-ssm", role=self.role.name,
                                                            policy_arn=SSM_CORE_POLICY, opts=child)
         self.role_policy = aws.iam.RolePolicy(f"{name}-discovery", role=self.role.id,
-                                              policy=json.dumps(node_policy(name)), opts=child)
+                                              policy=json.dumps(NODE_POLICY), opts=child)
         self.instance_profile = aws.iam.InstanceProfile(f"{name}-profile", role=self.role.name, opts=child)
 
         self.filesystem = None

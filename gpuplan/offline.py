@@ -44,7 +44,7 @@ class Recorder(pulumi.runtime.Mocks):
                 outputs.setdefault("name", physical)
             if args.typ.startswith("aws:"):
                 service = args.typ.split(":")[1].split("/")[0]
-                outputs.setdefault("arn", f"arn:aws:{service}:us-east-1:123456789012:{physical}")
+                outputs.setdefault("arn", f"arn:aws:{service}:{OFFLINE_REGION}:{PLACEHOLDER_ACCOUNT}:{physical}")
             if args.typ == "aws:ec2/launchTemplate:LaunchTemplate":
                 outputs["latestVersion"] = 1
             if args.typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
@@ -68,7 +68,7 @@ class Recorder(pulumi.runtime.Mocks):
             return {"arn": args.args["secretId"], "secretId": args.args["secretId"], "secretString": "offline-token",
                     "id": args.args["secretId"]}
         if args.token == "aws:index/getRegion:getRegion":
-            return {"name": "us-east-1", "region": "us-east-1", "id": "us-east-1"}
+            return {"name": OFFLINE_REGION, "region": OFFLINE_REGION, "id": OFFLINE_REGION}
         return {}
 
     def of_type(self, suffix: str) -> list[Registered]:

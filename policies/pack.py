@@ -43,7 +43,7 @@ STRICT = {"strict": {"type": "boolean", "default": True,
                      "description": "block (not advise) when a value this rule reads is unknown at preview"}}
 
 
-def _schema(rule: Rule) -> PolicyConfigSchema | None:
+def _schema(rule: Rule) -> PolicyConfigSchema:
     return PolicyConfigSchema(properties={**STRICT, **rule.config_schema})
 
 

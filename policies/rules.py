@@ -310,13 +310,6 @@ def _unknown_paths(value, path: str) -> Iterable[str]:
         yield from _unknown_paths(item, where)
 
 
-def _top(resource: Resource, key: str):
-    try:
-        return resource.props[key]
-    except UnknownValueError:
-        return next(iter(UNKNOWN_SENTINELS))
-
-
 def gating_values_known(resource: Resource, config: dict, catalog: Catalog) -> Iterable[Finding]:
     """Strict mode: a value the gating rules read that is unknown at preview blocks. CrossGuard itself
     turns an unknown value a rule touches into an advisory "can't run policy", so without this a
@@ -327,10 +320,11 @@ def gating_values_known(resource: Resource, config: dict, catalog: Catalog) -> I
         text = repr(resource.props)
         if not any(sentinel in text for sentinel in UNKNOWN_SENTINELS):
             return
-    unknown = [p for key in list(resource.props)
-               for p in _unknown_paths({key: _top(resource, key)}, "")
-               if key in GATING_PROPS or re.split(r"[.\[]", p)[-1] in GATING_LEAVES]
-    unknown = [u.lstrip(".") for u in unknown]
+    unknown = []
+    for path in _unknown_paths(resource.props, ""):
+        parts = re.findall(r"[^.\[\]]+", path)
+        if parts[0] in GATING_PROPS or GATING_LEAVES.intersection(parts):
+            unknown.append(path.lstrip("."))
     if unknown:
         yield Finding(f"{resource.name}: {', '.join(unknown[:3])} unknown at preview, so no rule can check it; set it "
                       "from literals (or run with strict: false to accept the advisory)", tags_of(resource).get(
