@@ -9,6 +9,7 @@ from importlib import resources
 
 import yaml
 
+from planner.engines import engine_table
 from planner.plan import Plan
 
 # Model download: SageMaker pulls artifacts from S3 at a few hundred MB/s per instance; budget
@@ -30,8 +31,9 @@ def _images() -> dict:
 
 
 def engine_options() -> dict:
-    """Documented environment names and quantisation values per engine style (engine-options.yaml)."""
-    return _data("engine-options.yaml")
+    """Documented environment names and quantisation values per engine style (planner/data/engine-options.yaml,
+    shared with the policy pack, which reads the same names back from a container's environment)."""
+    return engine_table()
 
 
 def vendor(plan: Plan) -> str:

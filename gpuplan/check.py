@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from planner import PlanSet, plan_workloads
+from planner import catalog as catalog_mod
 from planner.errors import SpecError
 from planner.spec import STACK_CATALOG_KEY, STACK_KEY, WorkloadFile, load_workloads, read_yaml
 
@@ -72,11 +73,11 @@ def check_file(path: str | Path, policy_config: dict | None = None, spec: Worklo
         recorder = synthesize(program_config(path, spec), preview=strict)
     except pulumi.RunError as exc:
         raise SpecError(str(exc), file=str(path)) from None
-    resources = [Resource(r.type, r.name, r.inputs, r.urn, r.parent) for r in recorder.resources]
+    resources = [Resource(r.type, r.name, r.inputs, r.urn, r.parent, r.dependencies) for r in recorder.resources]
     config = dict(policy_config or {})
     if not strict:
         config["gating-values-known"] = {**(config.get("gating-values-known") or {}), "strict": False}
-    violations = evaluate(resources, config)
+    violations = evaluate(resources, config, catalog_mod.load(spec.catalog))
     by_workload = {p.workload: WorkloadVerdict(workload=p.workload, instance_type=p.choice.instance_type,
                                                nodes=p.choice.nodes, violations=[]) for p in plans.plans}
     stack: list[CheckViolation] = []

@@ -25,6 +25,7 @@ class Registered:
     urn: str = ""
     parent: str | None = None
     options: dict = field(default_factory=dict)
+    dependencies: dict[str, list[str]] = field(default_factory=dict)  # property → URNs it was computed from
     secrets: set[str] = field(default_factory=set)  # top-level properties Pulumi keeps encrypted
 
 
@@ -82,6 +83,7 @@ class _ParentMonitor(MockMonitor):
         super().__init__(mocks)
         self.lineage: dict[tuple[str, str], tuple[str, str]] = {}
         self.options: dict[tuple[str, str], dict] = {}
+        self.dependencies: dict[tuple[str, str], dict[str, list[str]]] = {}
 
     def RegisterResource(self, request):  # noqa: N802 (the gRPC method name)
         self.lineage[(request.type, request.name)] = (self.make_urn(request.parent, request.type, request.name),
@@ -90,6 +92,8 @@ class _ParentMonitor(MockMonitor):
             "protect": request.protect, "retain_on_delete": request.retainOnDelete,
             "aliases": [a.spec.name for a in request.aliases if a.HasField("spec")] + list(request.aliasURNs),
             "ignore_changes": list(request.ignoreChanges)}
+        self.dependencies[(request.type, request.name)] = {
+            key: list(deps.urns) for key, deps in request.propertyDependencies.items() if deps.urns}
         return super().RegisterResource(request)
 
 
@@ -107,4 +111,5 @@ def synthesize(config: dict, preview: bool = False, project: str = "gpuplan") ->
         r.urn, r.parent = monitor.lineage.get((r.type, r.name), ("", None))
         r.parent = r.parent or None
         r.options = monitor.options.get((r.type, r.name), {})
+        r.dependencies = monitor.dependencies.get((r.type, r.name), {})
     return recorder

@@ -74,3 +74,20 @@ class Architecture(BaseModel):
 def presets() -> dict[str, Architecture]:
     text = resources.files("planner.data").joinpath("models.yaml").read_text()
     return {name: Architecture(**fields) for name, fields in yaml.safe_load(text)["models"].items()}
+
+
+@cache
+def hugging_face_presets() -> dict[str, str]:
+    """Lower-cased Hugging Face repository id → preset name (models.yaml `hugging_face:`)."""
+    text = resources.files("planner.data").joinpath("models.yaml").read_text()
+    table = yaml.safe_load(text).get("hugging_face") or {}
+    unknown = set(table.values()) - set(presets())
+    if unknown:
+        raise ValueError(f"models.yaml hugging_face: maps to unknown presets {sorted(unknown)}")
+    return {repo.lower(): preset for repo, preset in table.items()}
+
+
+def preset_for_model_id(model_id: str) -> str | None:
+    """The preset whose architecture a Hugging Face repository id (or an s3:// copy named after it) loads."""
+    key = model_id.strip().lower().rstrip("/")
+    return hugging_face_presets().get(key)

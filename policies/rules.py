@@ -1,49 +1,34 @@
 """The policy rules as plain functions over resource properties (design.md): the CrossGuard pack
 (policies/pack.py) and `gpuplan check` both run exactly these. Requirements are recomputed from the
-resource's own tags with the planner's estimators; nothing relies on values unknown at preview."""
+facts on the resources (policies/fit.py); tags say what was planned and are checked against them."""
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
-try:  # the pack runs under pulumi-policy; `gpuplan check` reads plain dicts and needs no proxy error
-    from pulumi_policy.proxy import UnknownValueError
-except ImportError:  # pragma: no cover
-    class UnknownValueError(Exception):  # type: ignore[no-redef]
-        pass
-
-from planner.catalog import Catalog, bundled
+from planner.catalog import Catalog, bundled, with_overlay
 from planner.cost import hourly_price
-from planner.tags import TaggedWorkload, read_tags, required_memory
-from planner.units import GIB, HOURS_PER_MONTH
-from policies.resources import (ASG, CARRIES_INSTANCE_TYPE, ENDPOINT_CONFIG, IAM_POLICY, INSTANCE, LAUNCH_TEMPLATE,
-                                PLACEMENT_GROUP, ROLE_POLICY, SECURITY_GROUP, SG_INGRESS_RULE, SG_RULE, Resource,
-                                family_of, instance_slots, is_accelerated, tags_of)
+from planner.tags import TaggedWorkload, TagError, read_tags
+from planner.units import HOURS_PER_MONTH
+from policies.fit import Finding, accelerator_memory_fits, service_of
+from policies.network import multi_node_training_network
+from policies.resources import (CARRIES_INSTANCE_TYPE, ENDPOINT_CONFIGS, UNKNOWN_SENTINELS, Resource, UnknownValueError,
+                                family_of, instance_slots, is_accelerated, requirement_blocks, tags_of)
+from policies.secure import secure_defaults
 
 # Every family the bundled catalog holds (the planner can choose any of them, trn1n included).
 DEFAULT_FAMILIES = sorted({family_of(t.name) for t in bundled().instance_types})
-# pulumi-policy's sentinels for values unknown at preview (pulumi_policy/proxy.py), as they arrive in props.
-UNKNOWN_SENTINELS = {"1c4a061d-8072-4f0a-a4cb-0ff528b18fe7", "3eeb2bf0-c639-47a8-9e75-3b44932eb421",
-                     "04da6b54-80e4-46f7-96ec-b56ff0331ba9", "6a19a0b0-7e62-4c92-b797-7f8e31da9cc2",
-                     "dd056dcd-154b-4c76-9bd3-c8f88648b5ff"}
 # What the gating rules read: whole top-level properties, and leaves wherever they sit (a variant's
 # instance type, an interface's type). Computed names and IDs (a variant's model name, the launch
 # template id an Auto Scaling group points at) are unknown at every first preview and gate nothing.
-GATING_PROPS = {"instanceType", "tags", "desiredCapacity", "maxSize", "minSize", "metadataOptions", "policy"}
+GATING_PROPS = {"instanceType", "instanceTypes", "tags", "desiredCapacity", "maxSize", "minSize", "metadataOptions",
+                "policy", "instanceRequirements", "scalingConfig", "policyArn", "managedPolicyArns"}
 GATING_LEAVES = {"instanceType", "initialInstanceCount", "interfaceType", "encrypted", "cidrBlocks",
-                 "ipv6CidrBlocks", "httpTokens", "volumeSize"}
-OPEN_CIDRS = {"0.0.0.0/0", "::/0"}
-SUGGESTIONS = 3
-
-
-@dataclass(frozen=True)
-class Finding:
-    message: str
-    workload: str | None = None
+                 "ipv6CidrBlocks", "cidrIpv4", "cidrIpv6", "httpTokens", "httpPutResponseHopLimit", "volumeSize",
+                 "associatePublicIpAddress", "allowedInstanceTypes", "environment"}
 
 
 @dataclass(frozen=True)
@@ -56,40 +41,13 @@ class Rule:
     stack: bool = False  # checks the whole stack at once (needs sibling resources)
 
 
-def _service(resource: Resource) -> str:
-    return "sagemaker" if resource.type == ENDPOINT_CONFIG else "ec2"
-
-
 def _planned(resource: Resource) -> TaggedWorkload | None:
-    return read_tags(tags_of(resource))
-
-
-def _gib(value: float) -> str:
-    return f"{value / GIB:.1f} GiB"
-
-
-def _device_name(accel) -> str:
-    return f"{accel.name} NeuronCore" if accel.is_neuron else accel.name
-
-
-def fitting_types(tagged: TaggedWorkload, catalog: Catalog, service: str, headroom: float) -> list[str]:
-    """The cheapest catalog types (in the workload's region) whose devices hold the requirement at the same layout."""
-    fits = []
-    neuron = tagged.details.get("engine") == "neuron"
-    for chip_type in catalog.instance_types:
-        itype, accel = catalog.sharded(chip_type)  # TP counts NeuronCores on Neuron types
-        if itype.accelerators_per_node < tagged.int_of("tp") or (tagged.kind == "inference" and
-                                                                 accel.is_neuron != neuron):
-            continue
-        if tagged.kind != "inference" and not accel.supports.training:
-            continue
-        need = required_memory(tagged, catalog, itype.name)
-        if isinstance(need, str) or need.total > accel.memory_bytes * (1 - headroom):
-            continue
-        price = hourly_price(catalog, itype, tagged.region, service, "on-demand")
-        if not isinstance(price, str):
-            fits.append((price.usd_per_hour, itype.name))
-    return [f"{name} (${usd:,.2f}/h)" for usd, name in sorted(fits)[:SUGGESTIONS]]
+    """The tagged plan, or None when there is none or it is malformed (accelerator-memory-fits names
+    the malformed tag; the other rules have nothing trustworthy to check)."""
+    try:
+        return read_tags(tags_of(resource))
+    except TagError:
+        return None
 
 
 def _planned_types(resource: Resource, catalog: Catalog):
@@ -97,59 +55,57 @@ def _planned_types(resource: Resource, catalog: Catalog):
     tagged = _planned(resource)
     if tagged is None:
         return
-    for instance_type, count in instance_slots(resource):
-        itype = catalog.instance(instance_type)
+    for slot in instance_slots(resource):
+        itype = catalog.instance(slot.instance_type)
         if itype is not None:
-            yield tagged, itype, count
-
-
-def accelerator_memory_fits(resource: Resource, config: dict, catalog: Catalog) -> Iterable[Finding]:
-    tagged = _planned(resource)
-    if tagged is None:
-        return
-    headroom = float(config.get("minHeadroom", tagged.headroom))
-    for instance_type, _ in instance_slots(resource):
-        itype = catalog.instance(instance_type)
-        if itype is None:
-            if is_accelerated(instance_type):
-                yield Finding(f"{instance_type} is not in the gpuplan catalog, so its accelerator memory cannot be "
-                              "checked; add it with a catalog overlay", tagged.workload)
-            continue
-        need = required_memory(tagged, catalog, itype.name)
-        if isinstance(need, str):
-            yield Finding(need, tagged.workload)
-            continue
-        _, accel = catalog.sharded(itype)  # per NeuronCore on Neuron types
-        usable = accel.memory_bytes * (1 - headroom)
-        if need.total > usable:
-            prefix = "ml." if resource.type == ENDPOINT_CONFIG else ""
-            fits = fitting_types(tagged, catalog, _service(resource), headroom)
-            yield Finding(
-                f"{prefix}{itype.name} has {_gib(accel.memory_bytes)} per {_device_name(accel)} ({_gib(usable)} usable after "
-                f"{headroom:.0%} headroom) but workload {tagged.workload} needs {_gib(need.total)} per device at TP "
-                f"{tagged.int_of('tp')} × PP {tagged.int_of('pp')} (weights {_gib(need.weights)}, KV cache "
-                f"{_gib(need.kv_cache)}, activations {_gib(need.activations)}, optimizer {_gib(need.optimizer)}); "
-                + (f"types that fit: {', '.join(fits)}" if fits else "no catalog type fits this layout"),
-                tagged.workload)
+            yield tagged, itype, slot.count
 
 
 def accelerator_planned(resource: Resource, config: dict, catalog: Catalog) -> Iterable[Finding]:
-    if _planned(resource) is not None:
+    if "gpuplan:workload" in tags_of(resource):
         return
-    for instance_type, _ in instance_slots(resource):
-        if is_accelerated(instance_type):
-            yield Finding(f"unplanned accelerator resource: {instance_type} carries no gpuplan:workload tag, so no "
-                          "memory or cost check ran; plan it with gpuplan or tag it")
+    for slot in instance_slots(resource):
+        if is_accelerated(slot.instance_type):
+            yield Finding(f"unplanned accelerator resource: {slot.instance_type} ({slot.where}) carries no "
+                          "gpuplan:workload tag, so no memory or cost check can run; plan it with gpuplan (its "
+                          "components tag what they create)")
+
+
+def _requirement_reach(requirements: Mapping, allowed: list[str], catalog: Catalog) -> str | None:
+    """Why attribute-based selection may start a type outside the allow-list or the catalog, if it may."""
+    count = requirements.get("acceleratorCount") or {}
+    if isinstance(count, Mapping) and count.get("max") == 0:
+        return None  # no accelerators at all
+    patterns = [str(p) for p in requirements.get("allowedInstanceTypes") or []]
+    if not patterns:
+        return ("instanceRequirements may pick any accelerator type; list allowedInstanceTypes from the allowed "
+                "families or set acceleratorCount.max = 0")
+    for pattern in patterns:
+        family = family_of(pattern)
+        if any(c in family for c in "*?["):  # "p*" reaches p3 and families not yet released
+            return f"allowedInstanceTypes {pattern!r} has a wildcard in the family; name the families (p5.*)"
+        if is_accelerated(pattern) and family not in allowed:
+            return f"allowedInstanceTypes {pattern!r}: family {family} is not allowed"
+    return None
 
 
 def instance_family_allowed(resource: Resource, config: dict, catalog: Catalog) -> Iterable[Finding]:
     allowed = [f.lower() for f in config.get("allowedFamilies", DEFAULT_FAMILIES)]
-    for instance_type, _ in instance_slots(resource):
-        family = family_of(instance_type)
-        if is_accelerated(instance_type) and family not in allowed:
-            tagged = _planned(resource)
-            yield Finding(f"{instance_type}: family {family} is not allowed (allowed: {', '.join(allowed)})",
-                          tagged.workload if tagged else None)
+    workload = tags_of(resource).get("gpuplan:workload")
+    for slot in instance_slots(resource):
+        family = family_of(slot.instance_type)
+        if not is_accelerated(slot.instance_type):
+            continue
+        if family not in allowed:
+            yield Finding(f"{slot.instance_type} ({slot.where}): family {family} is not allowed "
+                          f"(allowed: {', '.join(allowed)})", workload)
+        elif "." in slot.instance_type and catalog.instance(slot.instance_type) is None:
+            yield Finding(f"{slot.instance_type} ({slot.where}) is not in the gpuplan catalog, so no rule can check "
+                          "it; add it to the catalog overlay", workload)
+    for where, requirements in requirement_blocks(resource):
+        problem = _requirement_reach(requirements, allowed, catalog)
+        if problem:
+            yield Finding(f"{resource.name}: {where}: {problem}", workload)
 
 
 def tensor_parallel_within_node(resource: Resource, config: dict, catalog: Catalog) -> Iterable[Finding]:
@@ -190,7 +146,7 @@ def monthly_budget(resource: Resource, config: dict, catalog: Catalog) -> Iterab
         if ceiling is None:
             return
         nodes = count if count is not None else tagged.int_of("nodes")
-        price = hourly_price(catalog, itype, tagged.region, _service(resource), "on-demand")
+        price = hourly_price(catalog, itype, tagged.region, service_of(resource), "on-demand")
         if isinstance(price, str):
             yield Finding(f"{itype.name}: cannot price ({price})", tagged.workload)
             continue
@@ -201,89 +157,17 @@ def monthly_budget(resource: Resource, config: dict, catalog: Catalog) -> Iterab
 
 
 def endpoint_availability(resource: Resource, config: dict, catalog: Catalog) -> Iterable[Finding]:
-    if resource.type != ENDPOINT_CONFIG:
+    if resource.type not in ENDPOINT_CONFIGS:
         return
     tagged = _planned(resource)
     if tagged is not None and tagged.environment != "production":
         return
     minimum = int(config.get("minInstances", 2))
-    for instance_type, count in instance_slots(resource):
-        if count is not None and count < minimum:
-            yield Finding(f"production endpoint variant runs {count} × ml.{instance_type}; keep at least {minimum} "
+    for slot in instance_slots(resource):
+        if slot.count is not None and slot.count < minimum:
+            yield Finding(f"production endpoint variant runs {slot.count} × ml.{slot.instance_type}; keep at least {minimum} "
                           "instances so one failure or deployment does not take it down",
                           tagged.workload if tagged else None)
-
-
-def _policy_actions(document: str) -> list[str]:
-    try:
-        doc = json.loads(document) if isinstance(document, str) else document
-    except ValueError:
-        return []
-    statements = doc.get("Statement", [])
-    statements = statements if isinstance(statements, list) else [statements]
-    actions = []
-    for s in statements:
-        if s.get("Effect") == "Allow":
-            a = s.get("Action", [])
-            actions += a if isinstance(a, list) else [a]
-    return actions
-
-
-def secure_defaults(resource: Resource, config: dict, catalog: Catalog) -> Iterable[Finding]:
-    p, tagged = resource.props, _planned(resource)
-    workload = tagged.workload if tagged else None
-    if resource.type in (LAUNCH_TEMPLATE, INSTANCE):
-        if (p.get("metadataOptions") or {}).get("httpTokens") != "required":
-            yield Finding(f"{resource.name}: IMDSv2 is not required (set metadataOptions.httpTokens = required)", workload)
-        for mapping in p.get("blockDeviceMappings") or []:
-            ebs = mapping.get("ebs") or {}
-            if str(ebs.get("encrypted", "false")).lower() != "true":
-                yield Finding(f"{resource.name}: volume {mapping.get('deviceName')} is not encrypted", workload)
-        if resource.type == INSTANCE and (p.get("rootBlockDevice") or {}).get("encrypted") is not True:
-            yield Finding(f"{resource.name}: root volume is not encrypted", workload)
-    if resource.type == SECURITY_GROUP:
-        for rule in p.get("ingress") or []:
-            cidrs = set(rule.get("cidrBlocks") or []) | set(rule.get("ipv6CidrBlocks") or [])
-            if cidrs & OPEN_CIDRS:
-                yield Finding(f"{resource.name}: ingress from {', '.join(sorted(cidrs & OPEN_CIDRS))} on ports "
-                              f"{rule.get('fromPort')}-{rule.get('toPort')}; clusters accept traffic only from "
-                              "themselves", workload)
-    if resource.type in (SG_RULE, SG_INGRESS_RULE):
-        cidrs = set(p.get("cidrBlocks") or []) | set(p.get("ipv6CidrBlocks") or []) | \
-            {p.get("cidrIpv4"), p.get("cidrIpv6")} - {None}
-        if (resource.type == SG_INGRESS_RULE or p.get("type") == "ingress") and cidrs & OPEN_CIDRS:
-            yield Finding(f"{resource.name}: ingress rule open to {', '.join(sorted(cidrs & OPEN_CIDRS))}", workload)
-    if resource.type in (ROLE_POLICY, IAM_POLICY):
-        wild = [a for a in _policy_actions(p.get("policy") or "{}") if a == "*" or a.endswith(":*")]
-        if wild:
-            yield Finding(f"{resource.name}: wildcard IAM actions {', '.join(wild)}; grant the actions the role uses")
-
-
-def multi_node_training_network(resources: list[Resource], config: dict, catalog: Catalog) -> Iterable[Finding]:
-    """More than one node needs an EFA-capable type, EFA interfaces and a cluster placement group
-    registered beside it (siblings under one component: the placement group's name is unknown at preview)."""
-    cluster_groups = {r.parent for r in resources if r.type == PLACEMENT_GROUP and r.props.get("strategy") == "cluster"}
-    for r in resources:
-        tagged = _planned(r)
-        if r.type not in (LAUNCH_TEMPLATE, ASG) or tagged is None or tagged.kind == "inference":
-            continue
-        nodes = tagged.int_of("nodes")
-        if r.type == ASG:
-            nodes = int(r.props.get("desiredCapacity") or nodes)
-        if nodes <= 1:
-            continue
-        if r.type == LAUNCH_TEMPLATE:
-            itype = catalog.instance(r.props.get("instanceType") or "")
-            if itype is not None and not itype.efa:
-                yield Finding(f"{itype.name} has no EFA, and {nodes} nodes train over the network", tagged.workload)
-            efa = [n for n in r.props.get("networkInterfaces") or [] if n.get("interfaceType") in ("efa", "efa-only")]
-            if not efa:
-                yield Finding(f"{r.name}: {nodes} nodes but the launch template has no EFA interface", tagged.workload)
-            elif itype is not None and len(efa) < itype.network_cards:
-                yield Finding(f"{r.name}: {len(efa)} EFA interface(s) for {itype.network_cards} network cards uses "
-                              f"{len(efa) / itype.network_cards:.0%} of {itype.name}'s EFA bandwidth", tagged.workload)
-            if r.parent not in cluster_groups:
-                yield Finding(f"{r.name}: {nodes} nodes without a cluster placement group beside them", tagged.workload)
 
 
 def _unknown_paths(value, path: str) -> Iterable[str]:
@@ -331,33 +215,39 @@ def gating_values_known(resource: Resource, config: dict, catalog: Catalog) -> I
                           "gpuplan:workload"))
 
 
+OVERLAY = {"catalogOverlay": {"type": "object", "description": "a gpuplan catalog overlay document (the same "
+                                                                 "YAML structure as gpuplan:catalog, as JSON)"}}
 RULES = [
-    Rule("accelerator-memory-fits", "Accelerator memory holds the planned workload (weights, KV cache at peak, "
-         "training state), recomputed from the resource's tags", "mandatory",
+    Rule("accelerator-memory-fits", "Accelerator memory holds the workload the resources will run (weights, KV "
+         "cache at peak, training state), recomputed from the model the container loads, the engine's limits and "
+         "the node count; gpuplan tags that disagree or are malformed block", "mandatory",
          {"minHeadroom": {"type": "number", "minimum": 0, "maximum": 0.9,
-                          "description": "override the planned memory headroom"}}, accelerator_memory_fits),
-    Rule("accelerator-resource-planned", "Accelerator resources carry a gpuplan plan (advisory companion of "
-         "accelerator-memory-fits)", "advisory", {}, accelerator_planned),
-    Rule("instance-family-allowed", "Accelerator instance families are on the allowed list", "mandatory",
-         {"allowedFamilies": {"type": "array", "items": {"type": "string"}, "default": DEFAULT_FAMILIES}},
+                          "description": "a headroom floor over the planned one"}, **OVERLAY},
+         accelerator_memory_fits, stack=True),
+    Rule("accelerator-resource-planned", "Accelerator resources carry a gpuplan plan, so the memory and cost "
+         "rules can check them", "mandatory", {}, accelerator_planned),
+    Rule("instance-family-allowed", "Accelerator instance types, on every resource kind that can start one, are "
+         "in allowed families and in the catalog", "mandatory",
+         {"allowedFamilies": {"type": "array", "items": {"type": "string"}, "default": DEFAULT_FAMILIES}, **OVERLAY},
          instance_family_allowed),
-    Rule("multi-node-training-network", "Multi-node training has EFA on every network card and a cluster "
-         "placement group", "mandatory", {}, multi_node_training_network, stack=True),
+    Rule("multi-node-training-network", "Multi-node training has EFA on every network card and its nodes in a "
+         "cluster placement group", "mandatory", {}, multi_node_training_network, stack=True),
     Rule("tensor-parallel-within-node", "Tensor parallelism stays inside one node", "mandatory", {},
          tensor_parallel_within_node),
     Rule("precision-supported", "The accelerator supports the planned precision", "mandatory", {},
          precision_supported),
     Rule("monthly-budget", "Monthly on-demand cost stays under the budget", "advisory",
          {"maxUsdPerMonth": {"type": "number", "minimum": 0},
-          "workloadBudgets": {"type": "object", "additionalProperties": {"type": "number", "minimum": 0}}},
-         monthly_budget),
+          "workloadBudgets": {"type": "object", "additionalProperties": {"type": "number", "minimum": 0}},
+          **OVERLAY}, monthly_budget),
     Rule("endpoint-availability", "Production endpoints keep at least two instances", "advisory",
          {"minInstances": {"type": "integer", "minimum": 1, "default": 2}}, endpoint_availability),
-    Rule("secure-defaults", "IMDSv2, encrypted volumes, no open ingress, no wildcard IAM actions", "mandatory", {},
-         secure_defaults),
+    Rule("secure-defaults", "IMDSv2 with hop limit 1, encrypted volumes, no public IPs on accelerator nodes, no "
+         "ingress from the internet, no broad IAM grants", "mandatory", {}, secure_defaults),
     Rule("gating-values-known", "Strict mode: the values the gating rules read are known at preview", "mandatory",
          {"strict": {"type": "boolean", "default": True}}, gating_values_known),
 ]
+EVERY_RESOURCE = {"secure-defaults", "gating-values-known"}  # the others read instance-carrying resources only
 RULES_BY_NAME = {rule.name: rule for rule in RULES}
 
 
@@ -368,6 +258,12 @@ class Violation:
     resource: str
     workload: str | None
     message: str
+
+
+def catalog_for(rule_config: Mapping, catalog: Catalog) -> Catalog:
+    """The catalog with the policy config's catalogOverlay laid over it (types added by a stack's overlay)."""
+    overlay = rule_config.get("catalogOverlay")
+    return with_overlay(catalog, dict(overlay), "policy config catalogOverlay") if overlay else catalog
 
 
 def evaluate(resources: list[Resource], config: dict | None = None, catalog: Catalog | None = None) -> list[Violation]:
@@ -381,12 +277,11 @@ def evaluate(resources: list[Resource], config: dict | None = None, catalog: Cat
         level = rule_config.get("enforcementLevel", config.get("all") if isinstance(config.get("all"), str) else rule.level)
         if level == "disabled":
             continue
+        rule_catalog = catalog_for(rule_config, catalog)
         if rule.stack:
-            found = [(f, r.name) for f in rule.check(resources, rule_config, catalog)
-                     for r in [Resource("", f.workload or "stack", {})]]
+            found = [(f, f.resource or f.workload or "stack") for f in rule.check(resources, rule_config, rule_catalog)]
         else:
-            found = [(f, r.name) for r in resources
-                     if r.type in CARRIES_INSTANCE_TYPE or rule.name in ("secure-defaults", "gating-values-known")
-                     for f in rule.check(r, rule_config, catalog)]
+            found = [(f, r.name) for r in resources if r.type in CARRIES_INSTANCE_TYPE or rule.name in EVERY_RESOURCE
+                     for f in rule.check(r, rule_config, rule_catalog)]
         violations += [Violation(rule.name, level, name, f.workload, f.message) for f, name in found]
     return violations

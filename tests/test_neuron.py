@@ -151,18 +151,25 @@ def test_policy_pack_checks_neuron_endpoints_per_neuroncore(catalog):
     """tp=24 on ml.inf2.48xlarge is 24 NeuronCores of 16 GiB, inside one node; TP 24 on a 12-chip
     node used to read as 'spans nodes'."""
     from planner.tags import plan_tags
-    from tests.test_policies import EC, endpoint_config, validate
+    from policies.resources import Resource
+    from policies.rules import evaluate
+    from tests.test_policies import sign
 
     w = workload(**serve("llama-2-70b", concurrent_requests=8, max_inter_token_latency_ms=50))
     tags = plan_tags(plan_workload(w, catalog), w, "production")
     assert "tp=24" in tags["gpuplan:layout"]
-    resource = endpoint_config("ml.inf2.48xlarge", 1.0, tags)
-    assert validate("accelerator-memory-fits", EC, resource) == []
-    assert validate("tensor-parallel-within-node", EC, resource) == []
-    [small] = validate("tensor-parallel-within-node", EC, endpoint_config("ml.inf2.xlarge", 1.0, tags))
+
+    def blocked(instance_type: str, tags: dict) -> list[str]:
+        config = Resource("aws:sagemaker/endpointConfiguration:EndpointConfiguration", "ec", {"productionVariants": [
+            {"instanceType": instance_type, "initialInstanceCount": 1.0}], "tags": tags})
+        return [v.message for v in evaluate([config], {"accelerator-memory-fits": {"strict": False}}, catalog)
+                if v.policy in ("accelerator-memory-fits", "tensor-parallel-within-node")]
+
+    assert blocked("ml.inf2.48xlarge", tags) == []
+    [small] = blocked("ml.inf2.xlarge", tags)
     assert small.startswith("tensor parallel 24 spans nodes: inf2.xlarge has 2 NeuronCores")
-    one_core = {**tags, "gpuplan:layout": tags["gpuplan:layout"].replace("tp=24", "tp=1")}
-    [message] = validate("accelerator-memory-fits", EC, endpoint_config("ml.inf2.48xlarge", 1.0, one_core))
+    one_core = sign({**tags, "gpuplan:layout": tags["gpuplan:layout"].replace("tp=24", "tp=1")})
+    [message] = blocked("ml.inf2.48xlarge", one_core)
     assert message.startswith("ml.inf2.48xlarge has 16.0 GiB per Inferentia2 NeuronCore (14.4 GiB usable")
 
 

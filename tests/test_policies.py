@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from gpuplan.cli import app
 from policies.pack import build_policies
 from policies.resources import Resource
+from planner.tags import DIGEST, MAX_TAG_VALUE_CHARS, TAG_VALUE_PATTERN, digest
 from policies.rules import RULES_BY_NAME, evaluate
 from tests.conftest import ROOT, write_yaml
 from tests.pulumi_harness import run_program, stack_config
@@ -25,15 +26,28 @@ from tests.pulumi_harness import run_program, stack_config
 POLICIES = {p.name: p for p in build_policies()}
 OPTS = PolicyResourceOptions(protect=False, ignore_changes=[], delete_before_replace=None, aliases=[],
                              custom_timeouts=PolicyCustomTimeouts(0, 0, 0), additional_secret_outputs=[])
-TAGS_70B = {"gpuplan:workload": "chat-70b", "gpuplan:kind": "inference", "gpuplan:model": "llama-3.1-70b",
-            "gpuplan:precision": "bf16", "gpuplan:layout": "tp=8,pp=1,dp=1,replicas=2,batch=16,nodes=2",
-            "gpuplan:serving": "ctx=8192,kv=fp16,engine=vllm", "gpuplan:headroom": "0.1",
-            "gpuplan:environment": "production", "gpuplan:region": "us-east-1", "gpuplan:monthly-usd": "50090.87"}
+STACK = run_program(stack_config())
 
 
-def endpoint_config(instance_type="ml.p4de.24xlarge", count=2.0, tags=TAGS_70B):
-    return {"productionVariants": [{"variantName": "AllTraffic", "modelName": "chat-70b-model-1a2b3c",
-                                    "instanceType": instance_type, "initialInstanceCount": count}], "tags": dict(tags)}
+def stack(preview: bool = False) -> list[Resource]:
+    """The example program's resources (a fresh copy), with the engine's property dependencies."""
+    recorded = run_program(stack_config(), preview=True) if preview else STACK
+    return [Resource(r.type, r.name, copy.deepcopy(r.inputs), r.urn, r.parent, dict(r.dependencies))
+            for r in recorded.resources]
+
+
+def named(resources: list[Resource], name: str) -> Resource:
+    return next(r for r in resources if r.name == name)
+
+
+def sign(tags: dict) -> dict:
+    """Re-seal edited tags, as an adversary who runs gpuplan's own digest would."""
+    tags = {k: v for k, v in tags.items() if k != DIGEST}
+    return {**tags, DIGEST: digest(tags)}
+
+
+def mandatory(resources: list[Resource], config: dict | None = None) -> list[tuple[str, str, str]]:
+    return [(v.policy, v.resource, v.message) for v in evaluate(resources, config) if v.level == "mandatory"]
 
 
 def validate(policy: str, resource_type: str, props: dict, config: dict | None = None) -> list[str]:
@@ -44,64 +58,306 @@ def validate(policy: str, resource_type: str, props: dict, config: dict | None =
     return messages
 
 
+def validate_stack(policy: str, resources: list[Resource], config: dict | None = None) -> list[tuple[str, str]]:
+    """A stack policy through pulumi_policy's own objects: proxied props, parents, property dependencies."""
+    by_urn = {r.urn: PolicyResource(r.type, unknown_checking_proxy(r.props), r.urn, r.name, OPTS, None, None, [], {})
+              for r in resources}
+    for r in resources:
+        by_urn[r.urn].parent = by_urn.get(r.parent)
+        by_urn[r.urn].property_dependencies = {k: [by_urn[u] for u in v if u in by_urn] for k, v in r.dependencies.items()}
+    found: list[tuple[str, str]] = []
+    POLICIES[policy].validate(StackValidationArgs(list(by_urn.values()), config or {}),
+                              lambda message, urn=None: found.append((message, urn)))
+    return found
+
+
 EC = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
+CHAT_70B = named(stack(), "chat-70b-config").props["tags"]
 
 
-def test_memory_fits_passes_and_blocks_undersized():
-    assert validate("accelerator-memory-fits", EC, endpoint_config()) == []
-    [message] = validate("accelerator-memory-fits", EC, endpoint_config("ml.g5.48xlarge"))
+def test_tags_are_valid_sagemaker_tag_values():
+    for r in STACK.resources:
+        for key, value in (r.inputs.get("tags") or {}).items() if isinstance(r.inputs.get("tags"), dict) else []:
+            assert TAG_VALUE_PATTERN.match(value) and len(value) <= MAX_TAG_VALUE_CHARS, (r.name, key, value)
+
+
+def test_memory_fits_passes_the_plan_and_blocks_undersized_through_the_pack():
+    resources = stack()
+    assert validate_stack("accelerator-memory-fits", resources) == []
+    named(resources, "chat-70b-config").props["productionVariants"][0]["instanceType"] = "ml.g5.48xlarge"
+    [(message, urn)] = validate_stack("accelerator-memory-fits", resources)
+    assert urn == named(resources, "chat-70b-config").urn
     assert message.startswith("ml.g5.48xlarge has 22.4 GiB per A10G (20.1 GiB usable after 10% headroom) but "
-                              "workload chat-70b needs 24.1 GiB per device at TP 8 × PP 1")
+                              "workload chat-70b (llama-3.1-70b) needs 24.1 GiB per device at TP 8 × PP 1")
     # NVIDIA types only (the vLLM engine), cheapest SageMaker price first
     assert "types that fit: p4de.24xlarge ($34.31/h), g6e.48xlarge ($37.66/h), p4d.24xlarge ($37.69/h)" in message
-    assert "KV cache 5.0 GiB" in message
 
 
-def test_memory_headroom_config_override():
-    assert validate("accelerator-memory-fits", EC, endpoint_config("ml.p4d.24xlarge")) == []
-    assert validate("accelerator-memory-fits", EC, endpoint_config("ml.p4d.24xlarge"), {"minHeadroom": 0.5})
+def test_memory_headroom_config_is_a_floor():
+    resources = stack()
+    assert mandatory(resources, {"accelerator-memory-fits": {"minHeadroom": 0.05}}) == []
+    found = {r: m for p, r, m in mandatory(resources, {"accelerator-memory-fits": {"minHeadroom": 0.75}})}
+    assert "20.0 GiB usable after 75% headroom" in found["chat-70b-config"]
 
 
-def test_unplanned_accelerator_is_advisory():
-    untagged = endpoint_config(tags={})
-    assert validate("accelerator-memory-fits", EC, untagged) == []
-    [message] = validate("accelerator-resource-planned", EC, untagged)
-    assert message.startswith("unplanned accelerator resource: p4de.24xlarge")
-    assert RULES_BY_NAME["accelerator-resource-planned"].level == "advisory"
+# The probes that passed before (issue 12), each on the 70B endpoint moved to ml.g5.48xlarge with the
+# edited tags re-sealed: every one must block, naming the tag that lies or is malformed.
+@pytest.mark.parametrize("tag, value, expected", [
+    ("gpuplan:headroom", "nan", "tag gpuplan:headroom: 'nan' must be from 0 to below 0.9"),
+    ("gpuplan:headroom", "-0.5", "tag gpuplan:headroom: '-0.5' must be from 0 to below 0.9"),
+    ("gpuplan:headroom", "-inf", "tag gpuplan:headroom: '-inf' must be from 0 to below 0.9"),
+    ("gpuplan:layout", "tp=8 pp=2 dp=1 replicas=2 batch=16 nodes=2",
+     "tag gpuplan:layout says pp=2 but the engine's pipeline degree is 1"),
+    ("gpuplan:layout", "tp=8 pp=1 dp=1 replicas=2 batch=0 nodes=2", "tag gpuplan:layout: batch='0' must be a whole number"),
+    ("gpuplan:layout", "tp=8 pp=1 dp=1 replicas=2 batch=-50 nodes=2", "batch='-50' must be a whole number"),
+    ("gpuplan:layout", "tp=0 pp=1 batch=16 nodes=2", "tag gpuplan:layout: tp='0' must be a whole number from 1 to 64"),
+    ("gpuplan:layout", "tp=inf pp=1 batch=16 nodes=2", "tag gpuplan:layout: tp='inf' must be a whole number"),
+    ("gpuplan:layout", "tp=8 pp=1 batch=16 nodes=2 replicas=8", "says nodes=2 but the resource runs 1"),
+    ("gpuplan:serving", "ctx=16 kv=fp16 engine=vllm", "tag gpuplan:serving says ctx=16 but the engine's context is 8192"),
+    ("gpuplan:serving", "ctx=abc kv=fp16 engine=vllm", "tag gpuplan:serving: ctx='abc' is not a number"),
+    ("gpuplan:precision", "int4", "tag gpuplan:precision says precision=int4 but the container loads bf16"),
+    ("gpuplan:precision", "fp4", "tag gpuplan:precision: precision='fp4' is not one of fp32, bf16"),
+    ("gpuplan:model", "llama-3.1-8b", "tag gpuplan:model says llama-3.1-8b but the container loads "
+                                      "meta-llama/Llama-3.1-70B-Instruct (llama-3.1-70b)"),
+    ("gpuplan:model", "my-model", "tag gpuplan:model: 'my-model' is not a bundled preset and no gpuplan:architecture"),
+])
+def test_lying_or_malformed_tags_block(tag, value, expected):
+    resources = stack()
+    config = named(resources, "chat-70b-config")
+    config.props["productionVariants"][0]["instanceType"] = "ml.g5.48xlarge"
+    if "nodes=2 but" in expected:
+        config.props["productionVariants"][0]["initialInstanceCount"] = 1.0
+    config.props["tags"] = sign({**config.props["tags"], tag: value})
+    found = [m for p, r, m in mandatory(resources) if p == "accelerator-memory-fits" and r == "chat-70b-config"]
+    assert any(expected in m for m in found), found
+    # and through the pack itself, without a crash
+    assert any(expected in m for m, _ in validate_stack("accelerator-memory-fits", resources))
+
+
+def test_a_hand_edited_tag_breaks_the_seal():
+    resources = stack()
+    config = named(resources, "chat-70b-config")
+    config.props["tags"] = {**config.props["tags"], "gpuplan:model": "llama-3.1-8b"}
+    [(policy, _, message)] = mandatory(resources)
+    assert (policy, message) == ("accelerator-memory-fits", "chat-70b-config: tag gpuplan:digest: does not match the "
+                                 "other gpuplan tags, so one was edited by hand; re-plan instead")
+
+
+def test_removing_the_tags_blocks():
+    resources = stack()
+    named(resources, "chat-70b-config").props["tags"] = {}
+    assert ("accelerator-resource-planned", "chat-70b-config") in [(p, r) for p, r, _ in mandatory(resources)]
+
+
+def test_the_memory_rule_sizes_from_the_engine_not_the_tags():
+    """A consistent lie in the tags (re-sealed, ctx=2048) cannot shrink what the engine allocates."""
+    resources = stack()
+    model = named(resources, "chat-70b-model").props["primaryContainer"]["environment"]
+    model["OPTION_MAX_MODEL_LEN"] = "131072"
+    model["OPTION_MAX_ROLLING_BATCH_SIZE"] = "64"
+    found = [m for p, _, m in mandatory(resources) if p == "accelerator-memory-fits"]
+    assert any("says ctx=8192 but the engine's context is 131072" in m for m in found)
+    assert any(m.startswith("ml.p4de.24xlarge has 80.0 GiB per A100-80GB (72.0 GiB usable") for m in found), found
+
+
+@pytest.mark.parametrize("where, instance_type, expected", [
+    ("chat-70b-config", "ml.m5.xlarge", "ml.m5.xlarge (productionVariants[0].instanceType) is not in the gpuplan "
+                                        "catalog, so its accelerator memory cannot be checked; add it to the catalog overlay"),
+    ("chat-70b-config", "ml.g7e.12xlarge", "family g7e is not allowed"),
+    ("pretrain-70b-lt", "trn3.48xlarge", "family trn3 is not allowed"),
+    ("pretrain-70b-lt", "m7i.48xlarge", "m7i.48xlarge (instanceType) is not in the gpuplan catalog"),
+])
+def test_types_outside_the_catalog_block(where, instance_type, expected):
+    resources = stack()
+    r = named(resources, where)
+    if r.type == EC:
+        r.props["productionVariants"][0]["instanceType"] = instance_type
+    else:
+        r.props["instanceType"] = instance_type
+    assert any(expected in m for _, _, m in mandatory(resources)), mandatory(resources)
+
+
+def test_catalog_overlay_in_the_policy_config_admits_a_new_type():
+    overlay = {"instance_types": [{"name": "g7e.12xlarge", "family": "g7e", "accelerator": "L40S",
+                                   "accelerators_per_node": 4, "vcpus": 48, "memory_gib": 384, "inter_node_gbps": 100,
+                                   "efa": False, "network_cards": 1, "source": "test", "source_date": "2026-11-01"}]}
+    props = {"instanceType": "g7e.12xlarge", "tags": {}}
+    [message] = validate("instance-family-allowed", LT, props, {"allowedFamilies": ["g7e"]})
+    assert "is not in the gpuplan catalog" in message
+    assert validate("instance-family-allowed", LT, props, {"allowedFamilies": ["g7e"], "catalogOverlay": overlay}) == []
+
+
+SHADOW = {"variantName": "Shadow", "modelName": "m", "instanceType": "ml.g5.48xlarge", "initialInstanceCount": 2.0}
+
+
+@pytest.mark.parametrize("resource_type, props, expected", [
+    (EC, {"productionVariants": [{"instanceType": "ml.p5.48xlarge", "initialInstanceCount": 2.0}],
+          "shadowProductionVariants": [{**SHADOW, "instanceType": "ml.p3.16xlarge"}]}, "family p3 is not allowed"),
+    ("aws-native:sagemaker:EndpointConfig", {"productionVariants": [{"instanceType": "ml.p3.8xlarge"}]}, "family p3"),
+    ("aws:eks/nodeGroup:NodeGroup", {"instanceTypes": ["g5.xlarge", "p3.2xlarge"], "scalingConfig": {"desiredSize": 2.0}},
+     "p3.2xlarge (instanceTypes[1]): family p3 is not allowed"),
+    ("aws:ec2/fleet:Fleet", {"launchTemplateConfigs": [{"overrides": [{"instanceType": "p3dn.24xlarge"}]}]}, "family p3dn"),
+    ("aws:ec2/spotInstanceRequest:SpotInstanceRequest", {"instanceType": "g4dn.12xlarge"}, "family g4dn"),
+    ("aws:ec2/spotFleetRequest:SpotFleetRequest", {"launchSpecifications": [{"instanceType": "p2.xlarge"}]}, "family p2"),
+    ("aws:batch/computeEnvironment:ComputeEnvironment", {"computeResources": {"instanceTypes": ["optimal", "p3"]}},
+     "p3 (computeResources.instanceTypes[1]): family p3 is not allowed"),
+    ("aws:ec2/launchConfiguration:LaunchConfiguration", {"instanceType": "dl1.24xlarge"}, "family dl1"),
+    ("aws:sagemaker/notebookInstance:NotebookInstance", {"instanceType": "ml.p3.2xlarge"}, "family p3"),
+    (LT, {"instanceRequirements": {"vcpuCount": {"min": 8.0}, "memoryMib": {"min": 1024.0}}},
+     "instanceRequirements may pick any accelerator type"),
+    (LT, {"instanceRequirements": {"allowedInstanceTypes": ["p*"]}}, "has a wildcard in the family"),
+    ("aws:autoscaling/group:Group", {"mixedInstancesPolicy": {"launchTemplate": {"overrides": [
+        {"instanceRequirements": {"acceleratorCount": {"min": 1.0}}}]}}}, "may pick any accelerator type"),
+])
+def test_the_allow_list_covers_every_resource_kind(resource_type, props, expected):
+    messages = validate("instance-family-allowed", resource_type, props)
+    assert any(expected in m for m in messages), messages
+
+
+@pytest.mark.parametrize("requirements", [{"acceleratorCount": {"max": 0.0}}, {"allowedInstanceTypes": ["p5.*", "g6e.*"]}])
+def test_instance_requirements_that_stay_inside_the_allow_list_pass(requirements):
+    assert validate("instance-family-allowed", LT, {"instanceRequirements": requirements}) == []
+
+
+def test_unplanned_accelerators_on_every_kind_block():
+    for resource_type, props in [("aws:eks/nodeGroup:NodeGroup", {"instanceTypes": ["p5.48xlarge"]}),
+                                 ("aws:ec2/fleet:Fleet", {"launchTemplateConfigs": [{"overrides": [
+                                     {"instanceType": "p5.48xlarge"}]}]})]:
+        [message] = validate("accelerator-resource-planned", resource_type, props)
+        assert message.startswith("unplanned accelerator resource: p5.48xlarge")
+    assert RULES_BY_NAME["accelerator-resource-planned"].level == "mandatory"
     assert validate("accelerator-resource-planned", LT, {"instanceType": "m7i.large"}) == []
 
 
+def test_shadow_variants_are_sized_too():
+    resources = stack()
+    config = named(resources, "chat-70b-config")
+    config.props["shadowProductionVariants"] = [SHADOW]
+    found = [m for p, _, m in mandatory(resources) if p == "accelerator-memory-fits"]
+    assert any(m.startswith("ml.g5.48xlarge has 22.4 GiB per A10G") for m in found), found
+
+
+def test_multi_node_rules_count_the_group_not_the_tag():
+    resources = stack()
+    template, group = named(resources, "pretrain-70b-lt"), named(resources, "pretrain-70b-nodes")
+    layout = re.sub(r"nodes=\d+", "nodes=1", template.props["tags"]["gpuplan:layout"])
+    template.props["tags"] = sign({**template.props["tags"], "gpuplan:layout": layout})
+    template.props["networkInterfaces"] = [{"deviceIndex": 0.0, "subnetId": "subnet-1"}]
+    group.props["desiredCapacity"] = group.props["minSize"] = group.props["maxSize"] = 8.0
+    found = mandatory(resources)
+    assert ("accelerator-memory-fits", "pretrain-70b-lt",
+            "pretrain-70b-lt: tag gpuplan:layout says nodes=1 but the resource runs 8") in found
+    assert ("multi-node-training-network", "pretrain-70b-lt",
+            "pretrain-70b-lt: 8 nodes but the launch template has no EFA interface") in found
+
+
+def test_a_group_outside_the_cluster_placement_group_blocks():
+    resources = stack()
+    group = named(resources, "pretrain-70b-nodes")
+    del group.props["placementGroup"]
+    group.dependencies.pop("placementGroup", None)
+    named(resources, "pretrain-70b-lt").props.pop("placement")
+    found = [m for p, _, m in mandatory(resources) if p == "multi-node-training-network"]
+    assert found == ["pretrain-70b-nodes: 16 training nodes outside a cluster placement group (placementGroup unset); "
+                     "EFA collectives need the nodes on one network spine"]
+    # through the pack: the engine's property dependencies link the group to the placement group
+    assert validate_stack("multi-node-training-network", stack()) == []
+    assert validate_stack("multi-node-training-network", stack(preview=True)) == []
+
+
+SG = "aws:ec2/securityGroup:SecurityGroup"
+GOOD_LT = {"instanceType": "p5.48xlarge", "metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 1.0},
+           "blockDeviceMappings": [{"deviceName": "/dev/sda1", "ebs": {"encrypted": "true", "volumeSize": 500.0}}]}
+
+
+def _policy(statement: dict) -> dict:
+    return {"policy": json.dumps({"Version": "2012-10-17", "Statement": [statement]})}
+
+
+@pytest.mark.parametrize("resource_type, props, expected", [
+    (LT, {**GOOD_LT, "metadataOptions": {"httpTokens": "optional"}}, "IMDSv2 is not required"),
+    (LT, {**GOOD_LT, "metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 2.0}}, "IMDS hop limit 2"),
+    (LT, {k: v for k, v in GOOD_LT.items() if k != "blockDeviceMappings"}, "declares no block devices"),
+    (LT, {**GOOD_LT, "blockDeviceMappings": [{"deviceName": "/dev/sda1", "ebs": {"encrypted": "false"}}]},
+     "volume /dev/sda1 is not encrypted"),
+    (LT, {**GOOD_LT, "networkInterfaces": [{"associatePublicIpAddress": "true", "interfaceType": "efa"}]},
+     "accelerator nodes get public IP addresses"),
+    ("aws:ec2/instance:Instance", {"instanceType": "g6e.xlarge", "metadataOptions": {"httpTokens": "required"},
+                                   "rootBlockDevice": {"encrypted": True},
+                                   "ebsBlockDevices": [{"deviceName": "/dev/sdf", "encrypted": False}]},
+     "EBS volume /dev/sdf is not encrypted"),
+    ("aws:ebs/volume:Volume", {"size": 100.0, "availabilityZone": "us-east-1a"}, "EBS volume is not encrypted"),
+    (SG, {"ingress": [{"protocol": "tcp", "fromPort": 22.0, "toPort": 22.0, "cidrBlocks": ["0.0.0.0/1", "128.0.0.0/1"]}]},
+     "ingress from 0.0.0.0/0"),
+    (SG, {"ingress": [{"protocol": "-1", "ipv6CidrBlocks": ["::/1", "8000::/1"]}]}, "ingress from ::/0"),
+    (SG, {"ingress": [{"protocol": "tcp", "cidrBlocks": ["8.0.0.0/7"]}]}, "ingress from 8.0.0.0/7"),
+    ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", {"cidrIpv4": "0.0.0.0/1"}, "ingress from 0.0.0.0/1"),
+    ("aws:ec2/securityGroupRule:SecurityGroupRule", {"type": "ingress", "cidrBlocks": ["0.0.0.0/0"]}, "0.0.0.0/0"),
+    ("aws:iam/rolePolicy:RolePolicy", _policy({"Effect": "Allow", "Action": "s3:Get*", "Resource": "*"}),
+     "IAM grant s3:Get* on *"),
+    ("aws:iam/rolePolicy:RolePolicy", _policy({"Effect": "Allow", "NotAction": "iam:*", "Resource": "*"}),
+     "NotAction ['iam:*'] allows every other action"),
+    ("aws:iam/policy:Policy", _policy({"Effect": "Allow", "Action": ["iam:PassRole"], "Resource": ["*"]}),
+     "iam:PassRole on * (privilege escalation"),
+    ("aws:iam/rolePolicy:RolePolicy", _policy({"Effect": "Allow", "Action": "s3:*", "Resource": "arn:aws:s3:::b/*"}),
+     "IAM grant s3:* on arn:aws:s3:::b/*"),
+    ("aws:iam/rolePolicy:RolePolicy", {"policy": "{not json"}, "not valid JSON"),
+    ("aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+     {"role": "r", "policyArn": "arn:aws:iam::aws:policy/AdministratorAccess"}, "AWS managed policy AdministratorAccess"),
+    ("aws:iam/role:Role", {"managedPolicyArns": ["arn:aws:iam::aws:policy/PowerUserAccess"]}, "PowerUserAccess"),
+])
+def test_secure_defaults_block(resource_type, props, expected):
+    messages = validate("secure-defaults", resource_type, props)
+    assert any(expected in m for m in messages), messages
+
+
+@pytest.mark.parametrize("resource_type, props", [
+    (LT, GOOD_LT),
+    (SG, {"ingress": [{"protocol": "tcp", "cidrBlocks": ["10.0.0.0/8", "203.0.113.0/24"]}]}),
+    ("aws:iam/rolePolicy:RolePolicy", _policy({"Effect": "Allow", "Action": "ec2:DescribeInstances", "Resource": "*"})),
+    ("aws:iam/rolePolicy:RolePolicy", _policy({"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/p/*"})),
+    ("aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+     {"policyArn": "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"}),
+])
+def test_secure_defaults_pass_what_is_narrow(resource_type, props):
+    assert validate("secure-defaults", resource_type, props) == []
+
+
 def test_unknown_instance_type_is_not_silently_passed():
-    props = endpoint_config(UNKNOWN_STRING_VALUE)
+    props = {"productionVariants": [{"instanceType": UNKNOWN_STRING_VALUE, "initialInstanceCount": 2.0}],
+             "tags": CHAT_70B}
     # strict (the default): the rule reports, so the mandatory level blocks the preview
-    [message] = validate("accelerator-memory-fits", EC, props)
-    assert message.startswith("accelerator-memory-fits: string value at .productionVariants.0.instanceType can't be "
+    [message] = validate("instance-family-allowed", EC, props)
+    assert message.startswith("instance-family-allowed: string value at .productionVariants.0.instanceType can't be "
                               "known during preview; strict mode blocks")
     [message] = validate("gating-values-known", EC, props)
     assert "productionVariants[0].instanceType unknown at preview" in message
     # strict: false gives CrossGuard's own behaviour (an advisory "can't run policy")
-    with pytest.raises(UnknownValueError) as err:
-        validate("accelerator-memory-fits", EC, props, {"strict": False})
-    assert err.value.message == "string value at .productionVariants.0.instanceType can't be known during preview"
+    with pytest.raises(UnknownValueError):
+        validate("instance-family-allowed", EC, props, {"strict": False})
     assert validate("gating-values-known", EC, props, {"strict": False}) == []
 
 
 def test_instance_family_allowed_default_and_config():
     assert validate("instance-family-allowed", LT, {"instanceType": "p5.48xlarge"}) == []
     assert validate("instance-family-allowed", LT, {"instanceType": "p3.16xlarge"}) == \
-        ["p3.16xlarge: family p3 is not allowed (allowed: g5, g6, g6e, inf2, p4d, p4de, p5, p5e, p5en, trn1, trn1n)"]
-    # the planner's own trn1n plans pass the default list
+        ["p3.16xlarge (instanceType): family p3 is not allowed (allowed: g5, g6, g6e, inf2, p4d, p4de, p5, p5e, p5en, "
+         "trn1, trn1n)"]
     assert validate("instance-family-allowed", LT, {"instanceType": "trn1n.32xlarge"}) == []
     assert validate("instance-family-allowed", LT, {"instanceType": "p5.48xlarge"}, {"allowedFamilies": ["g6e"]})
     assert validate("instance-family-allowed", LT, {"instanceType": "m7i.large"}, {"allowedFamilies": ["g6e"]}) == []
 
 
+def _with_tags(resource_type: str, props: dict, **edits) -> dict:
+    return {**props, "tags": sign({**CHAT_70B, **edits})}
+
+
 def test_tensor_parallel_within_node():
-    tags = {**TAGS_70B, "gpuplan:layout": "tp=16,pp=1,dp=1,replicas=1,batch=32,nodes=2"}
-    [message] = validate("tensor-parallel-within-node", EC, endpoint_config(tags=tags))
+    props = _with_tags(EC, {"productionVariants": [{"instanceType": "ml.p4de.24xlarge", "initialInstanceCount": 2.0}]},
+                       **{"gpuplan:layout": "tp=16 pp=1 dp=1 replicas=1 batch=32 nodes=2"})
+    [message] = validate("tensor-parallel-within-node", EC, props)
     assert message.startswith("tensor parallel 16 spans nodes: p4de.24xlarge has 8 accelerators")
-    assert validate("tensor-parallel-within-node", EC, endpoint_config()) == []
 
 
 @pytest.mark.parametrize("precision, instance_type, expected", [
@@ -110,103 +366,64 @@ def test_tensor_parallel_within_node():
     ("fp8", "ml.p5.48xlarge", None),
 ])
 def test_precision_supported(precision, instance_type, expected):
-    tags = {**TAGS_70B, "gpuplan:precision": precision}
-    messages = validate("precision-supported", EC, endpoint_config(instance_type, tags=tags))
+    props = _with_tags(EC, {"productionVariants": [{"instanceType": instance_type, "initialInstanceCount": 2.0}]},
+                       **{"gpuplan:precision": precision})
+    messages = validate("precision-supported", EC, props)
     assert messages == ([] if expected is None else [f"{instance_type.removeprefix('ml.')}: {expected}"])
 
 
 def test_training_on_inferentia_is_blocked():
-    tags = {**TAGS_70B, "gpuplan:kind": "training", "gpuplan:training": "method=full,seq=4096,opt=adamw,grad=auto,rank=16"}
-    assert validate("precision-supported", LT, {"instanceType": "inf2.48xlarge", "tags": tags}) == \
+    props = _with_tags(LT, {"instanceType": "inf2.48xlarge"}, **{"gpuplan:kind": "training",
+                                                                "gpuplan:training": "method=full seq=4096 opt=adamw"})
+    props["tags"].pop("gpuplan:serving")
+    props["tags"] = sign(props["tags"])
+    assert validate("precision-supported", LT, props) == \
         ["inf2.48xlarge: precision bf16: Inferentia2 is inference-only and cannot train"]
 
 
 def test_monthly_budget_is_configurable():
-    assert validate("monthly-budget", EC, endpoint_config()) == []  # no ceiling configured
-    [message] = validate("monthly-budget", EC, endpoint_config(), {"maxUsdPerMonth": 10000})
+    props = {"productionVariants": [{"instanceType": "ml.p4de.24xlarge", "initialInstanceCount": 2.0}], "tags": CHAT_70B}
+    assert validate("monthly-budget", EC, props) == []  # no ceiling configured
+    [message] = validate("monthly-budget", EC, props, {"maxUsdPerMonth": 10000})
     assert message == "p4de.24xlarge × 2 costs $50,091/month on demand, over the $10,000 budget for chat-70b"
-    assert validate("monthly-budget", EC, endpoint_config(), {"maxUsdPerMonth": 10000,
-                                                               "workloadBudgets": {"chat-70b": 1e6}}) == []
+    assert validate("monthly-budget", EC, props, {"maxUsdPerMonth": 10000, "workloadBudgets": {"chat-70b": 1e6}}) == []
 
 
 def test_endpoint_availability():
-    [message] = validate("endpoint-availability", EC, endpoint_config(count=1.0))
+    one = {"productionVariants": [{"instanceType": "ml.p4de.24xlarge", "initialInstanceCount": 1.0}], "tags": CHAT_70B}
+    [message] = validate("endpoint-availability", EC, one)
     assert "runs 1 × ml.p4de.24xlarge; keep at least 2 instances" in message
-    assert validate("endpoint-availability", EC, endpoint_config(count=2.0)) == []
-    staging = endpoint_config(count=1.0, tags={**TAGS_70B, "gpuplan:environment": "staging"})
+    staging = {**one, "tags": sign({**CHAT_70B, "gpuplan:environment": "staging"})}
     assert validate("endpoint-availability", EC, staging) == []
 
 
-def test_secure_defaults():
-    good = {"instanceType": "p5.48xlarge", "metadataOptions": {"httpTokens": "required"},
-            "blockDeviceMappings": [{"deviceName": "/dev/sda1", "ebs": {"encrypted": "true", "volumeSize": 500.0}}]}
-    assert validate("secure-defaults", LT, good) == []
-    bad = {**good, "metadataOptions": {"httpTokens": "optional"},
-           "blockDeviceMappings": [{"deviceName": "/dev/sda1", "ebs": {"encrypted": "false"}}]}
-    assert validate("secure-defaults", LT, bad) == ["r: IMDSv2 is not required (set metadataOptions.httpTokens = required)",
-                                                    "r: volume /dev/sda1 is not encrypted"]
-    sg = {"ingress": [{"protocol": "tcp", "fromPort": 22.0, "toPort": 22.0, "cidrBlocks": ["0.0.0.0/0"]}]}
-    assert validate("secure-defaults", "aws:ec2/securityGroup:SecurityGroup", sg) == \
-        ["r: ingress from 0.0.0.0/0 on ports 22.0-22.0; clusters accept traffic only from themselves"]
-    policy = {"policy": json.dumps({"Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]})}
-    assert validate("secure-defaults", "aws:iam/rolePolicy:RolePolicy", policy) == \
-        ["r: wildcard IAM actions s3:*; grant the actions the role uses"]
-
-
-def _policy_resource(r) -> PolicyResource:
-    return PolicyResource(r.type, r.inputs, r.urn, r.name, OPTS, None, None, [], {})
-
-
-def test_multi_node_network_stack_policy():
-    stack = run_program(stack_config())
-    by_urn = {r.urn: _policy_resource(r) for r in stack.resources}
-    resources = []
-    for r in stack.resources:
-        pr = by_urn[r.urn]
-        pr.parent = by_urn.get(r.parent)
-        resources.append(pr)
-    messages: list[str] = []
-    POLICIES["multi-node-training-network"].validate(StackValidationArgs(resources, {}), lambda m, urn=None: messages.append(m))
-    assert messages == []
-    no_pg = [r for r in resources if r.resource_type != "aws:ec2/placementGroup:PlacementGroup"]
-    POLICIES["multi-node-training-network"].validate(StackValidationArgs(no_pg, {}), lambda m, urn=None: messages.append(m))
-    assert messages == ["pretrain-70b-lt: 16 nodes without a cluster placement group beside them"]
-
-
-def _resources(stack) -> list[Resource]:
-    return [Resource(r.type, r.name, r.inputs, r.urn, r.parent) for r in stack.resources]
-
-
 def test_whole_pack_passes_the_planned_stack():
-    violations = evaluate(_resources(run_program(stack_config())))
-    assert [v for v in violations if v.level == "mandatory"] == []
+    assert mandatory(stack()) == []
+    assert mandatory(stack(preview=True)) == []
 
 
 def test_whole_pack_blocks_an_undersized_endpoint_swap():
-    resources = _resources(run_program(stack_config()))
-    for r in resources:
-        if r.name == "chat-70b-config":
-            r.props = copy.deepcopy(r.props)
-            r.props["productionVariants"][0]["instanceType"] = "ml.g5.12xlarge"
-    blocked = [v for v in evaluate(resources) if v.level == "mandatory"]
-    assert [(v.policy, v.resource) for v in blocked] == [("accelerator-memory-fits", "chat-70b-config"),
-                                                        ("tensor-parallel-within-node", "chat-70b-config")]
-    assert "ml.g5.12xlarge has 22.4 GiB per A10G" in blocked[0].message and "types that fit:" in blocked[0].message
+    resources = stack()
+    named(resources, "chat-70b-config").props["productionVariants"][0]["instanceType"] = "ml.g5.12xlarge"
+    blocked = mandatory(resources)
+    assert [(p, r) for p, r, _ in blocked] == [("accelerator-memory-fits", "chat-70b-config"),
+                                               ("tensor-parallel-within-node", "chat-70b-config")]
+    assert "ml.g5.12xlarge has 22.4 GiB per A10G" in blocked[0][2] and "types that fit:" in blocked[0][2]
 
 
 def test_whole_pack_blocks_tp16_on_8_gpu_nodes():
-    resources = _resources(run_program(stack_config()))
-    for r in resources:
-        if r.name == "pretrain-70b-lt":
-            r.props = copy.deepcopy(r.props)
-            r.props["tags"]["gpuplan:layout"] = re.sub(r"tp=\d+,", "tp=16,", r.props["tags"]["gpuplan:layout"])
-    blocked = [v for v in evaluate(resources) if v.level == "mandatory"]
-    assert [v.policy for v in blocked] == ["tensor-parallel-within-node"]
-    assert blocked[0].message.startswith("tensor parallel 16 spans nodes: p5.48xlarge has 8 accelerators")
+    resources = stack()
+    template = named(resources, "pretrain-70b-lt")
+    layout = re.sub(r"tp=\d+", "tp=16", template.props["tags"]["gpuplan:layout"])
+    template.props["tags"] = sign({**template.props["tags"], "gpuplan:layout": layout})
+    blocked = mandatory(resources)
+    assert ("tensor-parallel-within-node", "pretrain-70b-lt") in [(p, r) for p, r, _ in blocked]
+    # the nodes' user data still exports the planned TP, and the memory rule says so
+    assert any("says tp=16 but the nodes' user data exports 2" in m for _, _, m in blocked), blocked
 
 
 def test_levels_from_config():
-    resources = _resources(run_program(stack_config()))
+    resources = stack()
     assert evaluate(resources, {"all": "disabled"}) == []
     [v] = evaluate(resources, {"endpoint-availability": "mandatory"})
     assert (v.policy, v.level, v.workload) == ("endpoint-availability", "mandatory", "chat-8b")
@@ -242,9 +459,6 @@ def test_pack_main_only_constructs_the_pack():
 
 
 def test_strict_mode_blocks_unknown_gating_values_offline():
-    from policies.resources import Resource
-    from policies.rules import evaluate
-
     lt = Resource(LT, "lt", {"instanceType": UNKNOWN_STRING_VALUE, "tags": {"gpuplan:workload": "w"},
                              "networkInterfaces": [{"interfaceType": "efa", "subnetId": UNKNOWN_STRING_VALUE}]})
     [found] = [v for v in evaluate([lt]) if v.policy == "gating-values-known"]

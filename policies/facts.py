@@ -1,0 +1,168 @@
+"""Facts a resource carries about the workload it runs, independent of its gpuplan tags: the model a
+SageMaker container loads and the limits its engine is told to allocate for (from the container's
+environment, by the names planner/data/engine-options.yaml documents), and the layout a training
+node's user data exports. The memory rule sizes from these and reports every tag that disagrees."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from planner.engines import quantize_precision
+from planner.presets import preset_for_model_id
+from policies.resources import (ASG, ENDPOINT_CONFIGS, LAUNCH_TEMPLATE, NATIVE_SAGEMAKER_MODEL, SAGEMAKER_MODEL,
+                                Resource)
+
+MODELS = (SAGEMAKER_MODEL, NATIVE_SAGEMAKER_MODEL)
+DTYPES = {"fp16": "fp16", "float16": "fp16", "bf16": "bf16", "bfloat16": "bf16", "fp32": "fp32", "float32": "fp32"}
+# user-data export → layout tag key (components/training.py writes these)
+TRAINING_EXPORTS = {"GPUPLAN_NNODES": "nodes", "GPUPLAN_TP": "tp", "GPUPLAN_PP": "pp", "GPUPLAN_DP": "dp",
+                    "GPUPLAN_ZERO_STAGE": "zero", "GPUPLAN_MICRO_BATCH": "mb"}
+
+
+@dataclass(frozen=True)
+class ServingFacts:
+    """What one container will do; None where its environment does not say."""
+    model_id: str | None
+    preset: str | None  # the bundled architecture that model id loads
+    tp: int | None
+    pp: int
+    context_tokens: int | None
+    batch: int | None
+    precision: str | None
+    memory_fraction: float | None
+    problems: tuple[str, ...]  # environment values no engine would accept
+
+
+def _positive_int(env: Mapping, key: str, problems: list[str]) -> int | None:
+    value = env.get(key)
+    if value is None:
+        return None
+    try:
+        number = float(str(value))
+    except ValueError:
+        problems.append(f"{key}={str(value)[:40]!r} is not a number")
+        return None
+    if not math.isfinite(number) or number < 1 or number != int(number):
+        problems.append(f"{key}={str(value)[:40]!r} is not a positive whole number")
+        return None
+    return int(number)
+
+
+def _fraction(env: Mapping, problems: list[str]) -> float | None:
+    for key in ("OPTION_GPU_MEMORY_UTILIZATION", "CUDA_MEMORY_FRACTION"):
+        if key in env:
+            try:
+                value = float(str(env[key]))
+            except ValueError:
+                value = math.nan
+            if not (math.isfinite(value) and 0 < value <= 1):
+                problems.append(f"{key}={str(env[key])[:40]!r} must be a fraction from 0 to 1")
+                return None
+            return value
+    return None
+
+
+def _precision(env: Mapping, problems: list[str]) -> str | None:
+    if str(env.get("OPTION_LOAD_IN_8BIT", "")).lower() == "true":
+        return "int8"
+    for key in ("OPTION_QUANTIZE", "HF_MODEL_QUANTIZE", "QUANTIZE"):
+        if key in env:
+            precision = quantize_precision(str(env[key]))
+            if precision is None:
+                problems.append(f"{key}={str(env[key])[:40]!r} is not a quantisation method the engines document")
+            return precision
+    dtype = env.get("OPTION_DTYPE") or env.get("DTYPE")
+    return DTYPES.get(str(dtype).lower()) if dtype else None
+
+
+def serving_facts(environment: Mapping) -> ServingFacts:
+    env = {str(k): v for k, v in environment.items()}
+    problems: list[str] = []
+    model_id = env.get("HF_MODEL_ID")
+    model_id = model_id if isinstance(model_id, str) and model_id else None
+    tp = _positive_int(env, "OPTION_TENSOR_PARALLEL_DEGREE", problems) or _positive_int(env, "SM_NUM_GPUS", problems)
+    if "SM_NUM_GPUS" in env or "MAX_TOTAL_TOKENS" in env:  # TGI
+        context = _positive_int(env, "MAX_TOTAL_TOKENS", problems)
+        total = _positive_int(env, "MAX_BATCH_TOTAL_TOKENS", problems)
+        batch = math.ceil(total / context) if total and context else None
+    else:
+        context = (_positive_int(env, "OPTION_MAX_MODEL_LEN", problems) or
+                   _positive_int(env, "OPTION_N_POSITIONS", problems))
+        if context is None and "OPTION_MAX_INPUT_LEN" in env:  # TRT-LLM compiles input + output lengths
+            parts = [_positive_int(env, k, problems) for k in ("OPTION_MAX_INPUT_LEN", "OPTION_MAX_OUTPUT_LEN")]
+            context = sum(parts) if all(parts) else None
+        batch = _positive_int(env, "OPTION_MAX_ROLLING_BATCH_SIZE", problems)
+    return ServingFacts(model_id=model_id, preset=preset_for_model_id(model_id) if model_id else None, tp=tp,
+                        pp=_positive_int(env, "OPTION_PIPELINE_PARALLEL_DEGREE", problems) or 1,
+                        context_tokens=context, batch=batch, precision=_precision(env, problems),
+                        memory_fraction=_fraction(env, problems), problems=tuple(problems))
+
+
+def container_environment(model: Resource) -> Mapping | None:
+    p = model.props
+    container = p.get("primaryContainer")
+    if not isinstance(container, Mapping):
+        containers = p.get("containers")
+        container = containers[0] if isinstance(containers, list) and containers else None
+    env = container.get("environment") if isinstance(container, Mapping) else None
+    return env if isinstance(env, Mapping) else ({} if isinstance(container, Mapping) else None)
+
+
+def training_exports(template: Resource) -> dict[str, int]:
+    """The layout a launch template's user data exports to the nodes (GPUPLAN_TP=8 ...), or {} when
+    the user data is absent, unknown at preview or not gpuplan's."""
+    data = template.props.get("userData")
+    if not isinstance(data, str) or not data:
+        return {}
+    try:
+        script = base64.b64decode(data, validate=True).decode("utf-8", "replace")
+    except (binascii.Error, ValueError):
+        script = data
+    found = {}
+    for name, key in TRAINING_EXPORTS.items():
+        match = re.search(rf"^{name}=(\d+)\s*$", script, re.MULTILINE)
+        if match:
+            found[key] = int(match.group(1))
+    return found
+
+
+def _linked(resource: Resource, prop: str, candidates: list[Resource], by_name: str | None) -> list[Resource]:
+    """Siblings `resource` points at: through the engine's property dependencies, by a known name,
+    else the only candidate under the same component."""
+    urns = set(resource.dependencies.get(prop, []))
+    linked = [c for c in candidates if c.urn and c.urn in urns]
+    if linked:
+        return linked
+    if by_name:
+        named = [c for c in candidates if c.props.get("name") == by_name or c.name == by_name]
+        if named:
+            return named
+    same_parent = [c for c in candidates if resource.parent and c.parent == resource.parent]
+    return same_parent if len(same_parent) == 1 else []
+
+
+def model_of(config: Resource, resources: list[Resource]) -> Resource | None:
+    """The SageMaker Model an endpoint configuration's first variant serves."""
+    if config.type not in ENDPOINT_CONFIGS:
+        return None
+    variants = config.props.get("productionVariants")
+    first = variants[0] if isinstance(variants, list) and variants and isinstance(variants[0], Mapping) else {}
+    models = [r for r in resources if r.type in MODELS]
+    linked = _linked(config, "productionVariants", models, first.get("modelName"))
+    return linked[0] if len(linked) == 1 else None
+
+
+def templates_of(group: Resource, resources: list[Resource]) -> list[Resource]:
+    """The launch templates an Auto Scaling group starts."""
+    if group.type != ASG:
+        return []
+    reference = group.props.get("launchTemplate")
+    name = reference.get("name") or reference.get("id") if isinstance(reference, Mapping) else None
+    templates = [r for r in resources if r.type == LAUNCH_TEMPLATE]
+    return _linked(group, "launchTemplate", templates, name) or \
+        _linked(group, "mixedInstancesPolicy", templates, None)
