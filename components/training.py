@@ -28,6 +28,7 @@ RDMA_FAMILIES = {"p4d", "p4de", "p5", "p5e", "p5en", "trn1", "trn1n"}
 # web server, not for 16 accelerator nodes placed in one cluster placement group).
 CAPACITY_WAIT_BASE_MIN, CAPACITY_WAIT_PER_NODE_MIN, CAPACITY_WAIT_MAX_MIN = 10, 1, 60
 CLUSTER_TAG = "gpuplan:cluster"
+NODE_TAGS = {"gpuplan:workload", "gpuplan:kind", "gpuplan:environment", "gpuplan:region"}
 # Bytes read per training token: tokenised corpora store 2-4 B per token id; 4 keeps a margin
 # for shuffling and packing (domain.md: the input pipeline must keep up with tokens/s).
 INPUT_BYTES_PER_TOKEN = 4
@@ -204,6 +205,10 @@ class TrainingCluster(pulumi.ComponentResource):
             template_opts = pulumi.ResourceOptions(parent=self, ignore_changes=["imageId"])
         script = (fsx_mount.apply(lambda m: user_data(plan, args.instance, name, (m[0], m[1])))
                   if fsx_mount is not None else pulumi.Output.from_input(user_data(plan, args.instance, name)))
+        # The nodes carry the stable tags only: a tag specification is part of the template, so a tag
+        # that moves with prices (gpuplan:monthly-usd, the seal) would make a new version and roll the
+        # running cluster through the instance refresh.
+        node_tags = {k: v for k, v in tags.items() if k in NODE_TAGS}
         template: dict = dict(
             image_id=self.ami_id, instance_type=plan.choice.instance_type,
             # hop limit 1: containers on the node cannot reach the instance role's credentials
@@ -216,8 +221,8 @@ class TrainingCluster(pulumi.ComponentResource):
             iam_instance_profile={"arn": self.instance_profile.arn},
             placement={"group_name": self.placement_group.name},
             user_data=script.apply(lambda s: base64.b64encode(s.encode()).decode()),
-            tag_specifications=[{"resource_type": "instance", "tags": {**tags, CLUSTER_TAG: name}},
-                                {"resource_type": "volume", "tags": tags}],
+            tag_specifications=[{"resource_type": "instance", "tags": {**node_tags, CLUSTER_TAG: name}},
+                                {"resource_type": "volume", "tags": node_tags}],
             tags=tags)
         reservation = args.capacity_block_id or args.capacity_reservation_id
         if reservation:

@@ -92,6 +92,9 @@ def test_nodes_find_each_other_with_least_privilege():
     assert "GPUPLAN_MASTER_ADDR=$MASTER" in script and "GPUPLAN_NODE_RANK=" in script
     instance_tags = next(t["tags"] for t in lt["tagSpecifications"] if t["resourceType"] == "instance")
     assert instance_tags["gpuplan:cluster"] == "pretrain-70b"
+    # nothing that moves with prices: a new template version would roll the running cluster
+    assert set(instance_tags) == {"gpuplan:workload", "gpuplan:kind", "gpuplan:environment", "gpuplan:region",
+                                  "gpuplan:cluster"}
     import json
     policy = json.loads(by_name(stack, "rolePolicy:RolePolicy", "pretrain-70b-discovery").inputs["policy"])
     assert [s["Action"] for s in policy["Statement"]] == [["ec2:DescribeInstances"]]
