@@ -94,12 +94,18 @@ def load_policy_config(path: str | Path | None) -> dict | None:
     """The same JSON file `pulumi preview --policy-pack-config` reads."""
     if path is None:
         return None
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError("file not found" if not p.exists() else "not a regular file", file=str(path))
     try:
-        return json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise SpecError("file not found", file=str(path)) from None
+        config = json.loads(p.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read file ({exc.__class__.__name__})", file=str(path)) from None
     except ValueError as exc:
         raise SpecError(f"not valid JSON ({exc})", file=str(path)) from None
+    if not isinstance(config, dict):
+        raise SpecError("expected a JSON object of policy names to levels or settings", file=str(path))
+    return config
 
 
 def render_markdown(report: CheckReport) -> str:

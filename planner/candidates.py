@@ -88,11 +88,18 @@ def memory_miss(itype: InstanceType, accel: Accelerator, usable: float, required
 
 def tensor_parallel_options(apn: int, heads: int, pinned: int | None, neuron: bool = False) -> list[int]:
     """TP degrees that divide the node's devices and the attention heads (vLLM and Megatron split
-    heads evenly); a pin is honoured as given. Neuron counts NeuronCores and pads heads to a multiple
+    heads evenly); a pin is honoured where it is one of them. Neuron counts NeuronCores and pads heads to a multiple
     of the degree (memory.attention_padding_params), so any even divisor of the node's cores is a
     degree (published configurations: 2, 8, 12, 24 on inf2, 8 and 32 on trn1)."""
-    if pinned is not None:
-        return [pinned] if pinned <= apn else []
     if neuron:
-        return [t for t in range(1, apn + 1) if apn % t == 0 and (t == 1 or t % 2 == 0)]
-    return [t for t in range(1, apn + 1) if apn % t == 0 and heads % t == 0]
+        options = [t for t in range(1, apn + 1) if apn % t == 0 and (t == 1 or t % 2 == 0)]
+    else:
+        options = [t for t in range(1, apn + 1) if apn % t == 0 and heads % t == 0]
+    return options if pinned is None else [t for t in options if t == pinned]
+
+
+def pinned_tp_miss(pinned: int, apn: int, heads: int) -> str:
+    if pinned > apn:
+        return f"tensor_parallel {pinned} exceeds the {apn} accelerators per node (TP stays inside one NVLink domain)"
+    return (f"tensor_parallel {pinned} does not split the node's {apn} devices and {heads} attention heads "
+            f"evenly (GPU engines shard whole heads; Neuron takes 1 or an even divisor of its cores)")

@@ -42,6 +42,13 @@ class Architecture(BaseModel):
             raise ValueError("active_params cannot exceed params")
         if self.sliding_window_layers is not None and self.sliding_window_layers > self.layers:
             raise ValueError("sliding_window_layers cannot exceed layers")
+        if self.is_moe and self.shared_experts >= self.experts:
+            raise ValueError("shared_experts must be fewer than experts")
+        if self.params_per_token <= 0:
+            raise ValueError(f"params {self.params:g} is smaller than the idle experts alone "
+                             f"({(self.experts - self.active_experts) * 3 * self.hidden_size * self.ffn_hidden_size * self.layers:g}"
+                             " parameters for experts × 3 × hidden_size × ffn_hidden_size × layers); raise params or "
+                             "give active_params")
         return self
 
     @property

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from planner.candidates import Candidate, Miss, memory_miss, tensor_parallel_options
+from planner.candidates import Candidate, Miss, memory_miss, pinned_tp_miss, tensor_parallel_options
 from planner.catalog import Accelerator, InstanceType
 from planner.cost import HourlyPrice
 from planner.memory import inference_memory
@@ -82,7 +82,7 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
     neuron = accel.is_neuron
     tps = tensor_parallel_options(apn, arch.attention_heads, pins.tensor_parallel, neuron)
     if not tps:
-        return Miss(f"tensor_parallel {pins.tensor_parallel} exceeds the {apn} accelerators per node"
+        return Miss(pinned_tp_miss(pins.tensor_parallel, apn, arch.attention_heads)
                     if pins.tensor_parallel else f"no TP degree divides both {apn} devices and "
                     f"{arch.attention_heads} attention heads")
     if pins.replicas and pins.replicas > s.concurrent_requests:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from functools import cache
 
-from planner.candidates import Candidate, Miss, memory_miss, tensor_parallel_options
+from planner.candidates import Candidate, Miss, memory_miss, pinned_tp_miss, tensor_parallel_options
 from planner.catalog import Accelerator, InstanceType
 from planner.cost import HourlyPrice
 from planner.memory import TrainingSetup, training_memory
@@ -86,8 +86,7 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, price: H
     pps = (pins.pipeline_parallel,) if pins.pipeline_parallel else pipeline_options(arch.layers)
     tps = tensor_parallel_options(apn, arch.attention_heads, pins.tensor_parallel, neuron)
     if not tps:
-        return Miss(f"tensor_parallel {pins.tensor_parallel} exceeds the {apn} accelerators per node "
-                    "(TP stays inside one NVLink domain)" if pins.tensor_parallel else
+        return Miss(pinned_tp_miss(pins.tensor_parallel, apn, arch.attention_heads) if pins.tensor_parallel else
                     f"no TP degree divides both {apn} devices and {arch.attention_heads} heads")
     if pins.nodes and pins.nodes > c.max_nodes:
         return Miss(f"layout.nodes {pins.nodes} is over max_nodes {c.max_nodes}")

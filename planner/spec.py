@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 
 from planner.errors import SpecError
 from planner.presets import Architecture, presets
@@ -21,6 +22,20 @@ STACK_CATALOG_KEY = "gpuplan:catalog"
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans_as_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        """YAML's `true` is not 1: pydantic's lax mode would take it as a count."""
+        if isinstance(value, bool):
+            annotation = cls.model_fields[info.field_name].annotation
+            if annotation is not bool and bool not in get_args(annotation) and not _is_literal(annotation):
+                raise ValueError("expected a number or text, not true/false")
+        return value
+
+
+def _is_literal(annotation: Any) -> bool:
+    return get_origin(annotation) is Literal
 
 
 class ModelRef(_Section):
@@ -131,6 +146,12 @@ class Workload(_Section):
 
     @model_validator(mode="after")
     def _sections_match_kind(self) -> "Workload":
+        pinned = self.layout.model_fields_set
+        stray = sorted(pinned & ({"data_parallel", "zero_stage", "micro_batch"} if self.kind == "inference"
+                                 else {"replicas"}))
+        if stray:
+            what = "training" if self.kind == "inference" else "serving"
+            raise ValueError(f"layout.{stray[0]} is a {what} setting and does not apply to kind {self.kind}")
         if self.kind == "inference":
             if self.training is not None:
                 raise ValueError("training: is only for kind training or fine-tuning (this workload is inference)")
@@ -207,21 +228,56 @@ def parse_workloads(data: Any, file: str) -> WorkloadFile:
         raise SpecError(_explain(first), path=_field_path(first["loc"]), file=file) from None
 
 
+# A workload or stack file is a few kilobytes; anything past this is not one (and /dev/zero never ends).
+MAX_FILE_BYTES = 10 * 1024 * 1024
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """safe_load that refuses what YAML would otherwise take silently: a key given twice (the last one
+    wins) and a key that is not text."""
+
+
+def _mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    loader.flatten_mapping(node)
+    mapping: dict = {}
+    lines: dict = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if not isinstance(key, str):
+            raise yaml.constructor.ConstructorError(None, None, f"key {str(key)[:40]!r} is not text",
+                                                    key_node.start_mark)
+        if key in mapping:
+            raise yaml.constructor.ConstructorError(None, None, f"key {key[:60]!r} appears twice (first on line "
+                                                    f"{lines[key]})", key_node.start_mark)
+        mapping[key], lines[key] = loader.construct_object(value_node, deep=deep), key_node.start_mark.line + 1
+    return mapping
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+
 def read_yaml(path: str | Path) -> Any:
+    """A user's YAML file, read strictly: only a regular file of sane size, no repeated or non-text keys."""
     p = Path(path)
     try:
+        if not p.exists():
+            raise SpecError("file not found", file=str(path))
+        if not p.is_file():
+            raise SpecError("not a regular file (a directory, device or pipe cannot hold workloads)", file=str(path))
+        if p.stat().st_size > MAX_FILE_BYTES:
+            raise SpecError(f"file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB", file=str(path))
         text = p.read_text()
-    except FileNotFoundError:
-        raise SpecError("file not found", file=str(path)) from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+    except (PermissionError, UnicodeDecodeError, OSError) as exc:
         raise SpecError(f"cannot read file ({exc.__class__.__name__})", file=str(path)) from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise SpecError(f"malformed YAML: {problem}", path=where, file=str(path)) from None
+    except RecursionError:
+        raise SpecError("malformed YAML: nested too deeply to read", file=str(path)) from None
 
 
 STACK_REGION_KEY = "aws:region"

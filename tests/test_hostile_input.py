@@ -1,0 +1,83 @@
+"""Inputs a hostile or careless user hands the CLI (issue 11): each one exits 2 with one line naming
+the file and the field as written, or exits 1 with the nearest misses, and never exits 0 with a plan
+built on a value that was silently read as something else."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuplan.cli import app
+from tests.conftest import write_yaml
+
+LLAMA_8B = {"name": "m", "kind": "inference", "model": {"preset": "llama-3.1-8b"}}
+MOE = {"params": 1.0e9, "layers": 32, "hidden_size": 4096, "attention_heads": 32, "kv_heads": 8, "head_dim": 128,
+       "ffn_hidden_size": 14336, "vocab_size": 32000, "experts": 8, "active_experts": 2}
+
+
+def plan(path) -> tuple[int, str]:
+    result = CliRunner().invoke(app, ["plan", str(path)])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize("workload, expected", [
+    ({"name": "m", "kind": "inference", "model": {"architecture": MOE}},
+     "workloads[0].model: architecture: params 1e+09 is smaller than the idle experts alone"),
+    ({"name": "m", "kind": "inference", "model": {"preset": "deepseek-moe-16b", "architecture": {"shared_experts": 64}}},
+     "workloads[0].model: architecture: shared_experts must be fewer than experts"),
+    ({**LLAMA_8B, "serving": {"concurrent_requests": True}},
+     "workloads[0].serving.concurrent_requests: expected a number or text, not true/false"),
+    ({**LLAMA_8B, "layout": {"data_parallel": 2}},
+     "workloads[0]: layout.data_parallel is a training setting and does not apply to kind inference"),
+    ({"name": "t", "kind": "training", "model": {"preset": "llama-3.1-8b"}, "training": {"tokens": 1e9},
+      "layout": {"replicas": 2}}, "workloads[0]: layout.replicas is a serving setting and does not apply to kind training"),
+])
+def test_values_that_used_to_plan_silently_are_errors(tmp_path, workload, expected):
+    path = write_yaml(tmp_path / "w.yaml", {"workloads": [workload]})
+    code, output = plan(path)
+    assert code == 2 and f"error: {path}: {expected}" in output.replace("\n", " "), output
+
+
+def test_a_pinned_tp_that_splits_no_heads_evenly_is_infeasible(tmp_path):
+    path = write_yaml(tmp_path / "w.yaml", {"workloads": [{**LLAMA_8B, "layout": {"tensor_parallel": 3}}]})
+    code, output = plan(path)
+    assert code == 1, output
+    assert "p5.48xlarge: tensor_parallel 3 does not split the node's 8 devices and 32 attention heads evenly" in output
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("workloads:\n  - name: m\n    kind: inference\n    model: {preset: llama-3.1-8b}\n    model: {preset: llama-3.1-70b}\n",
+     "line 5, column 5: malformed YAML: key 'model' appears twice (first on line 4)"),
+    ("1: x\nworkloads: []\n", "line 1, column 1: malformed YAML: key '1' is not text"),
+    ("[" * 5000 + "]" * 5000, "malformed YAML: nested too deeply to read"),
+])
+def test_yaml_that_would_be_misread_is_refused(tmp_path, text, expected):
+    path = tmp_path / "w.yaml"
+    path.write_text(text)
+    code, output = plan(path)
+    assert code == 2 and f"error: {path}: {expected}" in output, output
+
+
+def test_files_that_are_not_files_are_refused_without_hanging(tmp_path):
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)  # reading it would block forever
+    for path in (fifo, "/dev/zero", tmp_path):
+        code, output = plan(path)
+        assert code == 2 and "not a regular file" in output, (path, output)
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"#" * (10 * 1024 * 1024 + 1))
+    assert plan(big) == (2, f"error: {big}: file is larger than 10 MiB\n")
+
+
+def test_policy_config_must_be_a_json_object_file(tmp_path):
+    from tests.conftest import ROOT
+
+    runner = CliRunner()
+    listed = tmp_path / "p.json"
+    listed.write_text('["all"]')
+    for config, expected in ((tmp_path, "not a regular file"), (listed, "expected a JSON object")):
+        result = runner.invoke(app, ["check", str(ROOT / "Pulumi.example.yaml"), "--policy-config", str(config)])
+        assert result.exit_code == 2 and expected in result.output, result.output
