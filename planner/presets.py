@@ -78,16 +78,19 @@ class Architecture(BaseModel):
 
 
 @cache
+def _models_document() -> dict:
+    return yaml.safe_load(resources.files("planner.data").joinpath("models.yaml").read_text())
+
+
+@cache
 def presets() -> dict[str, Architecture]:
-    text = resources.files("planner.data").joinpath("models.yaml").read_text()
-    return {name: Architecture(**fields) for name, fields in yaml.safe_load(text)["models"].items()}
+    return {name: Architecture(**fields) for name, fields in _models_document()["models"].items()}
 
 
 @cache
 def hugging_face_presets() -> dict[str, str]:
     """Lower-cased Hugging Face repository id → preset name (models.yaml `hugging_face:`)."""
-    text = resources.files("planner.data").joinpath("models.yaml").read_text()
-    table = yaml.safe_load(text).get("hugging_face") or {}
+    table = _models_document().get("hugging_face") or {}
     unknown = set(table.values()) - set(presets())
     if unknown:
         raise ValueError(f"models.yaml hugging_face: maps to unknown presets {sorted(unknown)}")

@@ -59,8 +59,9 @@ def _pairs(values: dict[str, object]) -> str:
     return " ".join(f"{k}={v}" for k, v in values.items() if v is not None)
 
 
-def _unpairs(tag: str, text: str) -> dict[str, str]:
-    """`k=v k=v`; commas are read too (tags written before SageMaker's character rule was honoured)."""
+def _unpairs(tag: str, text: str, allowed: set[str] | dict) -> dict[str, str]:
+    """`k=v k=v` with keys from `allowed`; commas are read too (tags written before SageMaker's
+    character rule was honoured)."""
     items = [item for item in re.split(r"[\s,]+", text.strip()) if item]
     bad = [item for item in items if "=" not in item]
     if bad:
@@ -68,6 +69,9 @@ def _unpairs(tag: str, text: str) -> dict[str, str]:
     pairs = dict(item.split("=", 1) for item in items)
     if len(pairs) != len(items):
         raise TagError(tag, "a key appears twice")
+    unknown = set(pairs) - set(allowed)
+    if unknown:
+        raise TagError(tag, f"unknown key {sorted(unknown)[0]!r}")
     return pairs
 
 
@@ -133,7 +137,6 @@ class TaggedWorkload:
     layout: dict[str, int | str]
     details: dict[str, str | int]
     headroom: float
-    monthly_usd: float | None
     environment: str
     region: str
 
@@ -159,10 +162,7 @@ def _choice(tag: str, key: str, text: str, allowed: tuple) -> str:
 
 def _layout(text: str) -> dict[str, int | str]:
     tag = PREFIX + "layout"
-    raw = _unpairs(tag, text)
-    unknown = set(raw) - set(LAYOUT_INTS) - {"ckpt"}
-    if unknown:
-        raise TagError(tag, f"unknown key {sorted(unknown)[0]!r}")
+    raw = _unpairs(tag, text, {*LAYOUT_INTS, "ckpt"})
     layout: dict[str, int | str] = {k: _int(tag, k, v, *LAYOUT_INTS[k]) for k, v in raw.items() if k != "ckpt"}
     if "ckpt" in raw:
         layout["ckpt"] = _choice(tag, "ckpt", raw["ckpt"], CHECKPOINTING)
@@ -174,10 +174,9 @@ def _layout(text: str) -> dict[str, int | str]:
 
 def _serving(text: str) -> dict[str, str | int]:
     tag = PREFIX + "serving"
-    raw = _unpairs(tag, text)
-    unknown = set(raw) - {"ctx", "kv", "engine"}
-    if unknown or "ctx" not in raw:
-        raise TagError(tag, f"unknown key {sorted(unknown)[0]!r}" if unknown else "ctx= is missing")
+    raw = _unpairs(tag, text, {"ctx", "kv", "engine"})
+    if "ctx" not in raw:
+        raise TagError(tag, "ctx= is missing")
     fields = Serving.model_fields
     return {"ctx": _int(tag, "ctx", raw["ctx"], 1, 10_000_000),
             "kv": _choice(tag, "kv", raw.get("kv", "fp16"), get_args(fields["kv_cache_precision"].annotation)),
@@ -186,11 +185,8 @@ def _serving(text: str) -> dict[str, str | int]:
 
 def _training(text: str) -> dict[str, str | int]:
     tag = PREFIX + "training"
-    raw = _unpairs(tag, text)
+    raw = _unpairs(tag, text, {"method", "seq", "opt", "grad", "rank"})
     fields = Training.model_fields
-    unknown = set(raw) - {"method", "seq", "opt", "grad", "rank"}
-    if unknown:
-        raise TagError(tag, f"unknown key {sorted(unknown)[0]!r}")
     return {"method": _choice(tag, "method", raw.get("method", "full"), get_args(fields["method"].annotation)),
             "seq": _int(tag, "seq", raw.get("seq", "4096"), 1, 10_000_000),
             "opt": _choice(tag, "opt", raw.get("opt", "adamw"), get_args(fields["optimizer"].annotation)),
@@ -206,10 +202,7 @@ def _architecture(model: str, tags: dict[str, str]) -> Architecture:
                                              "describes it")
         return presets()[model]
     names = {short: name for name, short in ARCH_KEYS.items()}
-    raw = _unpairs(ARCHITECTURE, text)
-    unknown = set(raw) - set(names)
-    if unknown:
-        raise TagError(ARCHITECTURE, f"unknown key {sorted(unknown)[0]!r}")
+    raw = _unpairs(ARCHITECTURE, text, names)
     try:
         values = {names[k]: float(v) for k, v in raw.items()}
     except ValueError:
@@ -251,26 +244,19 @@ def read_tags(tags: dict) -> TaggedWorkload | None:
         raise TagError(PREFIX + "headroom", f"{_short(tags[PREFIX + 'headroom'])!r} is not a number") from None
     if not (math.isfinite(headroom) and 0 <= headroom < 0.9):
         raise TagError(PREFIX + "headroom", f"{_short(tags[PREFIX + 'headroom'])!r} must be from 0 to below 0.9")
-    monthly = tags.get(PREFIX + "monthly-usd")
-    try:
-        monthly_usd = float(monthly) if monthly else None
-    except ValueError:
-        monthly_usd = None
     section = "serving" if kind == "inference" else "training"
     return TaggedWorkload(
         workload=tags[WORKLOAD], kind=kind, model=model, architecture=_architecture(model, tags),
         precision=_choice(PREFIX + "precision", "precision", _required(tags, "precision"), PRECISIONS),
         layout=_layout(_required(tags, "layout")),
         details=(_serving if kind == "inference" else _training)(_required(tags, section)),
-        headroom=headroom, monthly_usd=monthly_usd if monthly_usd is None or math.isfinite(monthly_usd) else None,
+        headroom=headroom,
         environment=tags.get(PREFIX + "environment", "production"), region=_required(tags, "region"))
 
 
-def required_memory(tagged: TaggedWorkload, catalog: Catalog, instance_type: str,
-                    arch: Architecture | None = None) -> MemoryBreakdown | str:
-    """Per-device memory the tagged workload needs on `instance_type` (with `arch`, when the facts name
-    another model than the tags); a string says why it cannot be known."""
-    arch = arch or tagged.architecture
+def required_memory(tagged: TaggedWorkload, catalog: Catalog, instance_type: str) -> MemoryBreakdown | str:
+    """Per-device memory the tagged workload needs on `instance_type`; a string says why it cannot be known."""
+    arch = tagged.architecture
     itype = catalog.instance(instance_type)
     if itype is None:
         return f"instance type {instance_type} is not in the catalog"

@@ -18,8 +18,8 @@ from planner.tags import PREFIX, TaggedWorkload, TagError, read_tags, required_m
 from planner.units import GIB
 from policies.facts import ServingFacts, container_environment, model_of, serving_facts, templates_of, \
     training_exports
-from policies.resources import ASG, ENDPOINT_CONFIGS, LAUNCH_TEMPLATE, SAGEMAKER_SERVICE, Resource, instance_slots, \
-    tags_of
+from policies.resources import ASG, ENDPOINT_CONFIGS, LAUNCH_TEMPLATE, SAGEMAKER_SERVICE, Resource, group_size, \
+    instance_slots, tags_of
 
 SUGGESTIONS = 3
 LAYOUT = PREFIX + "layout"
@@ -119,14 +119,8 @@ def reconcile(tagged: TaggedWorkload, facts: ServingFacts | None, exported: dict
 
 def _group_sizes(resources: list[Resource]) -> dict[str, int]:
     """Launch template name → the node count of the Auto Scaling group that starts it."""
-    sizes = {}
-    for group in (r for r in resources if r.type == ASG):
-        counts = [group.props.get(k) for k in ("desiredCapacity", "minSize", "maxSize")]
-        known = [int(c) for c in counts if isinstance(c, (int, float)) and c == c and abs(c) < 1e9]
-        for template in templates_of(group, resources):
-            if known:
-                sizes[template.name] = max(known)
-    return sizes
+    return {template.name: size for group in resources if group.type == ASG
+            if (size := group_size(group)) is not None for template in templates_of(group, resources)}
 
 
 def accelerator_memory_fits(resources: list[Resource], config: dict, catalog: Catalog) -> Iterable[Finding]:
@@ -167,7 +161,7 @@ def _fits(resource: Resource, tagged: TaggedWorkload, slots, catalog: Catalog, h
                           "its accelerator memory cannot be checked; add it to the catalog overlay (gpuplan:catalog in "
                           "the stack, catalogOverlay in the policy config)", tagged.workload, resource.name)
             continue
-        need = required_memory(tagged, catalog, itype.name, tagged.architecture)
+        need = required_memory(tagged, catalog, itype.name)
         if isinstance(need, str):
             yield Finding(f"{resource.name}: {need}", tagged.workload, resource.name)
             continue

@@ -10,12 +10,7 @@ from planner.catalog import Catalog
 from planner.tags import TagError, read_tags
 from policies.facts import templates_of
 from policies.fit import Finding
-from policies.resources import ASG, LAUNCH_TEMPLATE, PLACEMENT_GROUP, UNKNOWN_SENTINELS, Resource, tags_of
-
-
-def _size(group: Resource) -> int:
-    counts = [group.props.get(k) for k in ("desiredCapacity", "minSize", "maxSize")]
-    return max([int(c) for c in counts if isinstance(c, (int, float)) and c == c and abs(c) < 1e9], default=0)
+from policies.resources import ASG, LAUNCH_TEMPLATE, PLACEMENT_GROUP, UNKNOWN_SENTINELS, Resource, group_size, tags_of
 
 
 def _training(resource: Resource) -> str | None:
@@ -50,7 +45,7 @@ def multi_node_training_network(resources: list[Resource], config: dict, catalog
     for group in (r for r in resources if r.type == ASG):
         templates = templates_of(group, resources)
         workload = _training(group) or next((w for t in templates if (w := _training(t))), None)
-        nodes = _size(group)
+        nodes = group_size(group) or 0
         if workload is None or nodes <= 1:
             continue
         templated.update(t.name for t in templates)
@@ -66,13 +61,13 @@ def multi_node_training_network(resources: list[Resource], config: dict, catalog
         for template in templates:
             yield from _efa(template, nodes, workload, catalog)
     for template in (r for r in resources if r.type == LAUNCH_TEMPLATE and r.name not in templated):
-        workload = _training(template)
         try:
             tagged = read_tags(tags_of(template))
         except TagError:
+            continue  # accelerator-memory-fits names the malformed tag
+        if tagged is None or tagged.kind == "inference" or tagged.int_of("nodes") <= 1:
             continue
-        if workload is None or tagged is None or tagged.int_of("nodes") <= 1:
-            continue
+        workload = tagged.workload
         yield from _efa(template, tagged.int_of("nodes"), workload, catalog)
         placement = (template.props.get("placement") or {}).get("groupName")
         if not _in_cluster_group(template, "placement", placement, groups):

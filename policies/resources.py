@@ -101,6 +101,12 @@ def _count(value: Any) -> int | None:
     return int(number) if number == number and abs(number) < 1e9 else None
 
 
+def group_size(group: Resource) -> int | None:
+    """The most nodes an Auto Scaling group runs (desired, min or max), or None when none is known."""
+    counts = [c for k in ("desiredCapacity", "minSize", "maxSize") if (c := _count(group.props.get(k))) is not None]
+    return max(counts) if counts else None
+
+
 def tags_of(resource: Resource) -> dict[str, str]:
     """Tags as a dict, whether written as a map or as [{key, value}] (Auto Scaling, aws-native)."""
     tags = resource.props.get("tags")

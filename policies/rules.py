@@ -4,6 +4,7 @@ facts on the resources (policies/fit.py); tags say what was planned and are chec
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -260,10 +261,19 @@ class Violation:
     message: str
 
 
+_OVERLAID: dict[tuple[int, str], tuple[Catalog, Catalog]] = {}
+
+
 def catalog_for(rule_config: Mapping, catalog: Catalog) -> Catalog:
-    """The catalog with the policy config's catalogOverlay laid over it (types added by a stack's overlay)."""
+    """The catalog with the policy config's catalogOverlay laid over it (types added by a stack's overlay),
+    built once per overlay: the pack asks for it on every resource it validates."""
     overlay = rule_config.get("catalogOverlay")
-    return with_overlay(catalog, dict(overlay), "policy config catalogOverlay") if overlay else catalog
+    if not overlay:
+        return catalog
+    key = (id(catalog), json.dumps(overlay, sort_keys=True, default=str))
+    if key not in _OVERLAID:  # the base is kept in the value, so its id is not reused while cached
+        _OVERLAID[key] = (catalog, with_overlay(catalog, dict(overlay), "policy config catalogOverlay"))
+    return _OVERLAID[key][1]
 
 
 def evaluate(resources: list[Resource], config: dict | None = None, catalog: Catalog | None = None) -> list[Violation]:
