@@ -24,7 +24,8 @@ from components import InferenceEndpoint, InferenceEndpointArgs, TrainingCluster
 from components.config import Deployment, read_deployments
 from planner import InfeasibleError, SpecError, plan_workloads
 from planner import catalog as catalog_mod
-from planner.spec import STACK_CATALOG_KEY, STACK_KEY, STACK_REGION_KEY, parse_workloads, stack_document
+from planner.spec import (STACK_CATALOG_KEY, STACK_DOCUMENT_KEYS, STACK_KEY, STACK_REGION_KEY, parse_workloads,
+                          stack_document)
 from planner.tags import plan_tags
 
 
@@ -46,13 +47,13 @@ def read_config(config: pulumi.Config, region: str):
     if config.get("catalog"):
         raw[STACK_CATALOG_KEY] = config.get("catalog")
     try:
-        spec = parse_workloads(stack_document(raw), "stack config")
+        spec = parse_workloads(stack_document(raw), "", STACK_DOCUMENT_KEYS)
         plans = plan_workloads(spec)
     except SpecError as exc:
         path = exc.path if exc.path.startswith("gpuplan:") else f"gpuplan:{exc.path}" if exc.path else STACK_KEY
         fail(path, exc.message)
     except InfeasibleError as exc:
-        fail(f"{STACK_KEY} ({exc.workload})", str(exc))
+        fail(f"{exc.path or STACK_KEY} ({exc.workload})", exc.explanation())
     return spec, plans
 
 
@@ -94,10 +95,13 @@ def main() -> None:
                                     "hfTokenSecretArn the container cannot download it", resource=component)
                 pulumi.export(f"{workload.name}-endpoint", component.endpoint_name)
             elif plan.kind == "inference":
-                fail(f"{STACK_KEY} ({workload.name}).constraints.deploy_target",
+                fail(f"{workload.path}.constraints.deploy_target",
                      "ec2 serving is planned and costed, but this program provisions serving on SageMaker only")
             else:
                 subnets = config.get_object("subnetIds") or []
+                if not config.get("vpcId") or not (deploy.subnet_id or subnets):
+                    fail("gpuplan:vpcId / gpuplan:subnetIds", "a training cluster needs a VPC and a subnet: set "
+                         f"gpuplan:vpcId and gpuplan:subnetIds (or gpuplan:deployments.{workload.name}.subnetId)")
                 component = TrainingCluster(workload.name, TrainingClusterArgs(
                     plan=plan, instance=catalog.instance(plan.choice.instance_type), vpc_id=config.get("vpcId") or "",
                     subnet_id=deploy.subnet_id or (subnets[0] if subnets else ""), tags=tags,
@@ -110,8 +114,7 @@ def main() -> None:
                 if component.filesystem is not None:
                     pulumi.export(f"{workload.name}-fsx-mount-name", component.filesystem.mount_name)
         except ValueError as exc:
-            where = "gpuplan:vpcId / gpuplan:subnetIds" if "vpc_id" in str(exc) else key
-            fail(where, str(exc))
+            fail(key, str(exc))
         summaries[workload.name] = {
             "instance_type": plan.choice.instance_type, "nodes": plan.choice.nodes, "deploy_target": plan.choice.deploy_target,
             "layout": plan.layout.model_dump(exclude_none=True), "usd_per_month": round(plan.cost.usd_per_month, 2),

@@ -10,13 +10,20 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, model_validator
 
 from planner.errors import SpecError
 from planner.units import MIB
 
 
+# The tensor precisions a datasheet quotes dense peak TFLOP/s for; a key outside these is a typo.
+TensorPrecision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4"]
+STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
 class Supports(BaseModel):
+    model_config = STRICT
+
     fp8: bool = False
     bf16: bool = True
     flash_attention: bool = True
@@ -25,13 +32,13 @@ class Supports(BaseModel):
 
 
 class Accelerator(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
 
     name: str
     vendor: Literal["nvidia", "aws-neuron", "other"] = "nvidia"
     memory_mib: float = Field(gt=0)
     memory_bandwidth_gb_s: float = Field(gt=0)
-    tflops: dict[str, float | None]
+    tflops: dict[TensorPrecision, PositiveFloat | None]
     intra_node_gb_s: float = Field(gt=0)
     compute_capability: str | None = None
     neuron_generation: str | None = None
@@ -39,6 +46,17 @@ class Accelerator(BaseModel):
     supports: Supports = Field(default_factory=Supports)
     source: str = ""
     source_date: str = ""
+
+    @model_validator(mode="after")
+    def _rates_for_what_it_supports(self) -> "Accelerator":
+        """Every precision the accelerator claims needs its peak rate: the estimators divide by it."""
+        if not any(self.tflops.values()):
+            raise ValueError("tflops: give the dense peak TFLOP/s of at least one precision (bf16, fp16, ...)")
+        for precision in ("bf16", "fp8"):
+            if getattr(self.supports, precision) and self.tflops.get(precision) is None:
+                raise ValueError(f"supports.{precision} is true but tflops.{precision} is missing: give its dense "
+                                 f"peak TFLOP/s, or set supports.{precision}: false")
+        return self
 
     @property
     def memory_bytes(self) -> float:
@@ -77,6 +95,8 @@ class Accelerator(BaseModel):
 
 
 class Price(BaseModel):
+    model_config = STRICT
+
     on_demand: float | None = Field(default=None, ge=0)
     spot: float | None = Field(default=None, ge=0)
     reserved_1y: float | None = Field(default=None, ge=0)
@@ -87,7 +107,7 @@ class Price(BaseModel):
 
 
 class InstanceType(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
 
     name: str
     family: str
@@ -103,6 +123,13 @@ class InstanceType(BaseModel):
     source_date: str = ""
     prices: dict[str, dict[str, Price]] = Field(default_factory=dict)  # region -> service -> price
     offered_regions: list[str] | None = None  # set by `catalog refresh`; None: unknown
+
+    @model_validator(mode="after")
+    def _efa_has_bandwidth(self) -> "InstanceType":
+        if self.efa and self.inter_node_gbps == 0:
+            raise ValueError("efa is true but inter_node_gbps is 0: give the EFA bandwidth in Gbit/s "
+                             "(e.g. 3200 for p5.48xlarge), or set efa: false")
+        return self
 
     @property
     def multi_node(self) -> bool:
@@ -188,36 +215,68 @@ def _sharded(itype: InstanceType, accel: Accelerator) -> tuple[InstanceType, Acc
     return itype.model_copy(update={"accelerators_per_node": itype.accelerators_per_node * n}), accel.sharding_device()
 
 
-def _validated(data: object, file: str) -> Catalog:
+def _field_path(loc: tuple) -> str:
+    """`instance_types[0].tflops.bf16`, as the user wrote it (pydantic's dict-key markers dropped)."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part != "[key]":
+            path += f".{part}" if path else str(part)
+    return path
+
+
+def _explain(error: dict) -> str:
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        return f"unknown field {str(error['loc'][-1])[:60]!r}"
+    if error["type"] in ("model_type", "dict_type"):
+        return f"expected a mapping (got {repr(error.get('input'))[:60]})"
+    shown = repr(error.get("input"))
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return message if error["type"] in ("value_error", "missing") or isinstance(error.get("input"), (dict, list)) \
+        else f"{message} (got {shown})"
+
+
+def _validated(model: type[BaseModel], data: object, file: str):
     if not isinstance(data, dict):
         raise SpecError("expected a mapping with instance_types: and/or accelerators:", file=file)
     try:
-        return Catalog(**data)
+        return model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        path = ".".join(str(p) for p in err["loc"])
-        raise SpecError(err["msg"].removeprefix("Value error, "), path=path, file=file) from None
+        raise SpecError(_explain(err), path=_field_path(err["loc"]), file=file) from None
+
+
+class Overlay(BaseModel):
+    """A user's catalog file (design.md overlay): validated on its own, so every error points into the
+    file as written, then laid over the bundled catalog by name."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    schema_: Literal[1] = Field(default=1, alias="schema")
+    sources: dict[str, str] = Field(default_factory=dict)
+    accelerators: list[Accelerator] = Field(default_factory=list)
+    instance_types: list[InstanceType] = Field(default_factory=list)
 
 
 @cache
 def bundled() -> Catalog:
     text = resources.files("planner.data").joinpath("catalog.yaml").read_text()
-    return _validated(yaml.safe_load(text), "planner/data/catalog.yaml")
+    return _validated(Catalog, yaml.safe_load(text), "planner/data/catalog.yaml")
 
 
-def with_overlay(base: Catalog, overlay_data: dict, file: str) -> Catalog:
-    """Add or replace instance types and accelerators by name; the result is validated whole."""
-    merged_accels = {a.name: a.model_dump() for a in base.accelerators}
-    for accel in overlay_data.get("accelerators") or []:
-        merged_accels[accel.get("name")] = accel
-    merged_types = {t.name: t.model_dump() for t in base.instance_types}
-    for itype in overlay_data.get("instance_types") or []:
-        if not isinstance(itype, dict):
-            raise SpecError("each instance_types entry must be a mapping", path="instance_types", file=file)
-        merged_types[itype.get("name")] = itype
-    sources = {**base.sources, **(overlay_data.get("sources") or {})}
-    return _validated({"schema": 1, "sources": sources, "accelerators": list(merged_accels.values()),
-                       "instance_types": list(merged_types.values())}, file)
+def with_overlay(base: Catalog, overlay_data: object, file: str) -> Catalog:
+    """Add or replace instance types and accelerators by name."""
+    overlay = _validated(Overlay, overlay_data, file)
+    accelerators = {a.name: a for a in base.accelerators} | {a.name: a for a in overlay.accelerators}
+    for index, itype in enumerate(overlay.instance_types):
+        if itype.accelerator not in accelerators:
+            raise SpecError(f"unknown accelerator {itype.accelerator!r}; define it under accelerators: or use one of "
+                            f"{', '.join(sorted(accelerators))}", path=f"instance_types[{index}].accelerator", file=file)
+    types = {t.name: t for t in base.instance_types} | {t.name: t for t in overlay.instance_types}
+    return Catalog(sources={**base.sources, **overlay.sources}, accelerators=list(accelerators.values()),
+                   instance_types=list(types.values()))
 
 
 def load(path: str | Path | None = None) -> Catalog:
@@ -226,7 +285,4 @@ def load(path: str | Path | None = None) -> Catalog:
         return bundled()
     from planner.spec import read_yaml  # one YAML reader with one set of error messages
 
-    data = read_yaml(path)
-    if not isinstance(data, dict):
-        raise SpecError("expected a mapping with instance_types: and/or accelerators:", file=str(path))
-    return with_overlay(bundled(), data, str(path))
+    return with_overlay(bundled(), read_yaml(path), str(path))

@@ -31,8 +31,13 @@ class InfeasibleError(Exception):
     workload: str
     summary: str
     nearest: list[NearMiss] = field(default_factory=list)
+    file: str = ""
+    path: str = ""  # workloads[i] as written, when known
 
     def __str__(self) -> str:
+        return "".join(f"{part}: " for part in (self.file, self.path) if part) + self.explanation()
+
+    def explanation(self) -> str:
         lines = [f"workload {self.workload!r}: {self.summary}"]
         if self.nearest:
             lines.append("nearest misses:")

@@ -13,7 +13,7 @@ from planner.plan import (Alternative, Choice, ModelSummary, Plan, PlanCost, Pla
 from planner.search_inference import best_inference
 from planner.search_training import best_training, global_batch_sequences
 from planner.spec import Workload
-from planner.units import HOURS_PER_MONTH
+from planner.units import HOURS_PER_MONTH, compute_precision
 
 ALTERNATIVES = 5
 NEAREST_MISSES = 5
@@ -43,6 +43,10 @@ def _type_gate(w: Workload, itype: InstanceType, catalog: Catalog, target: str) 
     tensor = {"fp8": "fp8", "bf16": "bf16"}.get(w.precision)
     if tensor and not getattr(accel.supports, tensor):
         return Miss(f"{accel.name} has no {w.precision} support")
+    rates = {compute_precision(w.precision)} | ({"bf16"} if w.precision == "fp8" else set())  # fp8 attention runs in bf16
+    missing = sorted(r for r in rates if accel.peak_flops(r) is None)
+    if missing:
+        return Miss(f"{accel.name} has no {'/'.join(missing)} peak TFLOP/s in the catalog (tflops.{missing[0]})")
     if w.precision == "int4" and not accel.supports.int4_kernels and w.kind == "inference":
         cc = f" (compute capability {accel.compute_capability})" if accel.compute_capability else ""
         return Miss(f"{accel.name}{cc} has no int4 kernels")
@@ -73,18 +77,18 @@ def checked_target(w: Workload, catalog: Catalog) -> str:
     target = deploy_target(w.kind, w.constraints.deploy_target)
     if w.kind != "inference" and target == "sagemaker":
         raise SpecError("deploy_target sagemaker is for inference; training runs on EC2 clusters (use auto or ec2)",
-                        path=f"workloads[{w.name}].constraints.deploy_target")
+                        path=f"{w.path}.constraints.deploy_target", file=w.file)
     if w.constraints.instance_types:
         unknown = [n for n in w.constraints.instance_types if catalog.instance(n) is None]
         if unknown:
             raise SpecError(f"unknown instance type(s) {', '.join(unknown)}; see `gpuplan catalog list`",
-                            path=f"workloads[{w.name}].constraints.instance_types")
+                            path=f"{w.path}.constraints.instance_types", file=w.file)
     if w.constraints.families:
         unknown = sorted(set(w.constraints.families) - catalog.families())
         if unknown:
             raise SpecError(f"unknown famil{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
                             f"catalog families: {', '.join(sorted(catalog.families()))}",
-                            path=f"workloads[{w.name}].constraints.families")
+                            path=f"{w.path}.constraints.families", file=w.file)
     return target
 
 
@@ -122,7 +126,8 @@ def raise_infeasible(w: Workload, misses: dict[str, Miss]) -> None:
     ranked = sorted(misses.items(), key=lambda kv: kv[1].shortfall)
     considered = [(name, m) for name, m in ranked if not m.by_request] or ranked
     raise InfeasibleError(w.name, f"no instance type in the catalog can run this {w.kind} workload",
-                          [NearMiss(name, m.reason) for name, m in considered[:NEAREST_MISSES]])
+                          [NearMiss(name, m.reason) for name, m in considered[:NEAREST_MISSES]],
+                          file=w.file, path=w._path)
 
 
 def ranking_unit(kind: str) -> tuple[str, str]:

@@ -143,6 +143,17 @@ class Workload(_Section):
     training: Training | None = None
     constraints: Constraints = Field(default_factory=Constraints)
     layout: Layout = Field(default_factory=Layout)
+    # Where the workload was written (file, field path), so errors raised while planning point at it.
+    _file: str = PrivateAttr(default="")
+    _path: str = PrivateAttr(default="")
+
+    @property
+    def file(self) -> str:
+        return self._file
+
+    @property
+    def path(self) -> str:
+        return self._path or f"workloads[{self.name}]"
 
     @model_validator(mode="after")
     def _sections_match_kind(self) -> "Workload":
@@ -217,15 +228,24 @@ def _explain(error: dict) -> str:
         error["input"], (dict, list)) and kind != "value_error" else message
 
 
-def parse_workloads(data: Any, file: str) -> WorkloadFile:
-    """Validate a `workloads:` document; the first error becomes one SpecError."""
+def parse_workloads(data: Any, file: str, keys: dict[str, str] | None = None) -> WorkloadFile:
+    """Validate a `workloads:` document; the first error becomes one SpecError. `keys` renames the
+    document's keys to the ones the user wrote (a stack file's `gpuplan:workloads`)."""
+    keys = keys or {}
     if not isinstance(data, dict):
         raise SpecError("expected a mapping with a workloads: list", file=file)
     try:
-        return WorkloadFile(**data)
+        parsed = WorkloadFile(**data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise SpecError(_explain(first), path=_field_path(first["loc"]), file=file) from None
+        loc = (keys.get(first["loc"][0], first["loc"][0]), *first["loc"][1:]) if first["loc"] else ()
+        raise SpecError(_explain(first), path=_field_path(loc), file=file) from None
+    for index, workload in enumerate(parsed.workloads):
+        workload._file, workload._path = file, f"{keys.get('workloads', 'workloads')}[{index}]"
+    return parsed
+
+
+STACK_DOCUMENT_KEYS = {"workloads": "gpuplan:workloads", "catalog": "gpuplan:catalog"}
 
 
 # A workload or stack file is a few kilobytes; anything past this is not one (and /dev/zero never ends).
@@ -319,13 +339,16 @@ def _in_region(workload: Any, index: int, region: Any) -> Any:
 def load_workloads(path: str | Path) -> WorkloadFile:
     """Read a workload YAML or a Pulumi stack file (`Pulumi.<stack>.yaml`)."""
     data = read_yaml(path)
+    keys = None
     try:
         if isinstance(data, dict) and "config" in data and "workloads" not in data:
-            data = stack_document(data["config"] or {})
+            if not isinstance(data["config"] or {}, dict):
+                raise SpecError("must be a mapping of config keys", path="config")
+            data, keys = stack_document(data["config"] or {}), STACK_DOCUMENT_KEYS
     except SpecError as exc:
         exc.file = str(path)
         raise
-    parsed = parse_workloads(data, str(path))
+    parsed = parse_workloads(data, str(path), keys)
     if parsed.catalog is not None:
         parsed.catalog = str((Path(path).parent / parsed.catalog))
     return parsed

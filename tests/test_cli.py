@@ -60,7 +60,7 @@ def test_infeasible_exits_1_with_nearest_misses(tmp_path):
         "constraints": {"families": ["g5"], "max_nodes": 2}}]})
     result = invoke("plan", str(path))
     assert result.exit_code == 1
-    assert "error: workload 'huge': no instance type in the catalog can run this inference workload" in result.output
+    assert f"error: {path}: workloads[0]: workload 'huge': no instance type in the catalog can run this inference workload" in result.output
     assert "nearest misses:" in result.output and "g5.48xlarge: 8 × 22.4 GiB (20.1 GiB usable), needs" in result.output
 
 

@@ -81,3 +81,66 @@ def test_policy_config_must_be_a_json_object_file(tmp_path):
     for config, expected in ((tmp_path, "not a regular file"), (listed, "expected a JSON object")):
         result = runner.invoke(app, ["check", str(ROOT / "Pulumi.example.yaml"), "--policy-config", str(config)])
         assert result.exit_code == 2 and expected in result.output, result.output
+
+
+X1 = {"name": "X1", "memory_mib": 81920, "memory_bandwidth_gb_s": 3000, "intra_node_gb_s": 450, "tflops": {"bf16": 500}}
+X1_NODE = {"name": "x1.8xl", "family": "x1", "accelerator": "X1", "accelerators_per_node": 8, "usd_per_hour": 10}
+
+
+@pytest.mark.parametrize("overlay, expected", [
+    ({"accelerators": [{**X1, "tflops": {}}]},
+     "accelerators[0]: tflops: give the dense peak TFLOP/s of at least one precision"),
+    ({"accelerators": [{**X1, "tflops": {"bf16": 0}}]}, "accelerators[0].tflops.bf16: Input should be greater than 0"),
+    ({"accelerators": [{**X1, "tflops": {"bf16": -5}}]}, "accelerators[0].tflops.bf16: Input should be greater than 0"),
+    ({"accelerators": [{**X1, "tflops": {"bf16": float("nan")}}]}, "accelerators[0].tflops.bf16: Input should be a finite number"),
+    ({"accelerators": [{**X1, "tflops": {"bf-16": 500}}]}, "accelerators[0].tflops.bf-16: Input should be 'fp32'"),
+    ({"accelerators": [{**X1, "supports": {"fp8": True}}]},
+     "accelerators[0]: supports.fp8 is true but tflops.fp8 is missing"),
+    ({"accelerators": ["X1"]}, "accelerators[0]: expected a mapping (got 'X1')"),
+    ({"accelerators": [None]}, "accelerators[0]: expected a mapping (got None)"),
+    ({"sources": ["a", "b"]}, "sources: expected a mapping (got ['a', 'b'])"),
+    ({"instance_types": 5}, "instance_types: Input should be a valid list (got 5)"),
+    ({"instance_types": [{**X1_NODE, "accelerator": "H100-80GB", "instance_type": "x1.8xl"}]},
+     "instance_types[0].instance_type: unknown field 'instance_type'"),
+    ({"instance_types": [{**X1_NODE, "accelerator": "H100-80GB", "efa": True}]},
+     "instance_types[0]: efa is true but inter_node_gbps is 0"),
+    ({"instance_types": [X1_NODE]}, "instance_types[0].accelerator: unknown accelerator 'X1'"),
+    ({"accelerators": [X1], "instance_types": [{**X1_NODE, "usd_per_hour": float("inf")}]},
+     "instance_types[0].usd_per_hour: Input should be a finite number"),
+])
+def test_overlay_errors_point_into_the_overlay_as_written(tmp_path, overlay, expected):
+    """Each of these was a traceback or an index into the merged catalog (issue 11)."""
+    path = write_yaml(tmp_path / "w.yaml", {"workloads": [LLAMA_8B]})
+    catalog = tmp_path / "overlay.yaml"
+    catalog.write_text(__import__("yaml").safe_dump(overlay))
+    result = CliRunner().invoke(app, ["plan", str(path), "--catalog", str(catalog)])
+    assert result.exit_code == 2 and f"error: {catalog}: {expected}" in result.output, result.output
+
+
+def test_an_accelerator_without_the_workloads_rate_is_a_rejection_not_a_crash(tmp_path):
+    fp16_only = {**X1, "tflops": {"fp16": 500}, "supports": {"bf16": False}}
+    overlay = write_yaml(tmp_path / "o.yaml", {"accelerators": [fp16_only], "instance_types": [X1_NODE]})
+    for precision, reason in (("bf16", "X1 has no bf16 support"), ("fp32", "X1 has no tf32 peak TFLOP/s in the catalog")):
+        path = write_yaml(tmp_path / "w.yaml", {"workloads": [{**LLAMA_8B, "precision": precision,
+                                                                 "constraints": {"families": ["x1"]}}]})
+        result = CliRunner().invoke(app, ["plan", str(path), "--catalog", str(overlay)])
+        assert result.exit_code == 1 and f"x1.8xl: {reason}" in result.output, result.output
+    path = write_yaml(tmp_path / "w.yaml", {"workloads": [{**LLAMA_8B, "precision": "fp16",
+                                                             "constraints": {"families": ["x1"]}}]})
+    assert CliRunner().invoke(app, ["plan", str(path), "--catalog", str(overlay)]).exit_code == 0
+
+
+def test_planner_errors_name_the_file_and_the_workload_index(tmp_path):
+    path = write_yaml(tmp_path / "w.yaml", {"workloads": [
+        LLAMA_8B, {**LLAMA_8B, "name": "n", "constraints": {"families": ["zz9"]}}]})
+    result = CliRunner().invoke(app, ["plan", str(path)])
+    assert result.exit_code == 2
+    assert result.output.startswith(f"error: {path}: workloads[1].constraints.families: unknown family zz9"), result.output
+
+
+def test_stack_file_errors_use_the_config_key_as_written(tmp_path):
+    stack = write_yaml(tmp_path / "Pulumi.dev.yaml", {"config": {
+        "aws:region": "us-east-1", "gpuplan:workloads": [{**LLAMA_8B, "serving": {"prompt_tokens": -1}}]}})
+    result = CliRunner().invoke(app, ["plan", str(stack)])
+    assert result.exit_code == 2
+    assert f"error: {stack}: gpuplan:workloads[0].serving.prompt_tokens: " in result.output, result.output

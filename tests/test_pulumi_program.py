@@ -154,11 +154,11 @@ def test_preview_mode_keeps_the_literals_the_policies_read():
 
 
 @pytest.mark.parametrize("change, message", [
-    (lambda c: c.pop("gpuplan:vpcId"), "config gpuplan:vpcId / gpuplan:subnetIds: a training cluster needs vpc_id and subnet_id"),
+    (lambda c: c.pop("gpuplan:vpcId"), "config gpuplan:vpcId / gpuplan:subnetIds: a training cluster needs a VPC and a subnet: set gpuplan:vpcId"),
     (lambda c: c["gpuplan:workloads"][0]["serving"].update(engine="ollama"),
      "config gpuplan:workloads[0].serving.engine: must be one of"),
     (lambda c: c["gpuplan:workloads"][0]["constraints"].update(families=["g5"], max_nodes=1),
-     "config gpuplan:workloads (chat-70b): workload 'chat-70b': no instance type in the catalog can run"),
+     "config gpuplan:workloads[0] (chat-70b): workload 'chat-70b': no instance type in the catalog can run"),
     (lambda c: c["gpuplan:deployments"].pop("chat-8b"), "config gpuplan:deployments.chat-8b: give modelDataUrl (s3://...) or hfModelId"),
     (lambda c: c.pop("gpuplan:workloads"), "config gpuplan:workloads: missing"),
 ])
