@@ -38,16 +38,21 @@ class CheckReport(BaseModel):
     advisory: int
     workloads: list[WorkloadVerdict]
     stack: list[CheckViolation]
+    notes: list[str] = []  # stand-ins used for settings the stack does not have yet
 
 
-def program_config(path: str | Path, spec: WorkloadFile) -> dict:
+def program_config(path: str | Path, spec: WorkloadFile, stand_ins: list[str] | None = None) -> dict:
     """The stack config the program runs with: a stack file's own, or a workload file's workloads with
-    stand-ins for the environment inputs that only a real deployment needs."""
+    stand-ins for the environment inputs that only a real deployment needs. With `stand_ins` (a list
+    to report into), a stack file's missing model source and network get stand-ins too: pricing and
+    sizing a change does not need them, deploying it does."""
     data = read_yaml(path)
     if isinstance(data, dict) and "config" in data and "workloads" not in data:
         config = dict(data["config"] or {})
         if spec.catalog:
             config[STACK_CATALOG_KEY] = spec.catalog
+        if stand_ins is not None:
+            _fill_stand_ins(config, spec, stand_ins)
         return config
     region = spec.workloads[0].constraints.region
     return {STACK_KEY: [w.model_dump(exclude_none=True, mode="json") for w in spec.workloads], "aws:region": region,
@@ -56,11 +61,31 @@ def program_config(path: str | Path, spec: WorkloadFile) -> dict:
             **({STACK_CATALOG_KEY: spec.catalog} if spec.catalog else {})}
 
 
+def _fill_stand_ins(config: dict, spec: WorkloadFile, notes: list[str]) -> None:
+    deployments = config.get("gpuplan:deployments")
+    if deployments is not None and not isinstance(deployments, dict):
+        return  # a wrong type is reported by the program, not papered over
+    deployments = dict(deployments or {})
+    for w in spec.workloads:
+        settings = deployments.get(w.name)
+        if settings is not None and not isinstance(settings, dict):
+            continue
+        if w.kind == "inference" and not {"modelDataUrl", "hfModelId"} & set(settings or {}):
+            deployments[w.name] = {**(settings or {}), "hfModelId": OFFLINE_MODEL}
+            notes.append(f"{w.name}: no modelDataUrl or hfModelId yet; checked with the planned model's architecture")
+    config["gpuplan:deployments"] = deployments
+    if any(w.kind != "inference" for w in spec.workloads) and not (config.get("gpuplan:vpcId")
+                                                                  and config.get("gpuplan:subnetIds")):
+        config.setdefault("gpuplan:vpcId", OFFLINE_VPC)
+        config["gpuplan:subnetIds"] = config.get("gpuplan:subnetIds") or [OFFLINE_SUBNET]
+        notes.append("no gpuplan:vpcId / gpuplan:subnetIds yet; training clusters checked in a stand-in subnet")
+
+
 def check_file(path: str | Path, policy_config: dict | None = None, spec: WorkloadFile | None = None,
-               plans: PlanSet | None = None, strict: bool = True) -> CheckReport:
+               plans: PlanSet | None = None, strict: bool = True, stand_ins: bool = False) -> CheckReport:
     """`spec` and `plans`, when the caller already has them for `path`, spare a second read and plan.
     Strict (the default, as in CI) synthesizes as `pulumi preview` sees the program, computed values
-    unknown, and blocks when a value a gating rule reads is one of them."""
+    unknown, and blocks when a value a gating rule reads is one of them. `stand_ins`: see program_config."""
     import pulumi
 
     from gpuplan.offline import synthesize
@@ -70,7 +95,8 @@ def check_file(path: str | Path, policy_config: dict | None = None, spec: Worklo
     spec = spec or load_workloads(path)
     plans = plans or plan_workloads(spec)  # SpecError / InfeasibleError surface here, with the planner's messages
     try:
-        recorder = synthesize(program_config(path, spec), preview=strict)
+        notes: list[str] | None = [] if stand_ins else None
+        recorder = synthesize(program_config(path, spec, notes), preview=strict)
     except pulumi.RunError as exc:
         raise SpecError(str(exc), file=str(path)) from None
     resources = [Resource(r.type, r.name, r.inputs, r.urn, r.parent, r.dependencies) for r in recorder.resources]
@@ -87,7 +113,7 @@ def check_file(path: str | Path, policy_config: dict | None = None, spec: Worklo
     mandatory = sum(v.level == "mandatory" for v in violations)
     return CheckReport(file=str(path), passed=mandatory == 0, mandatory=mandatory,
                        advisory=sum(v.level == "advisory" for v in violations),
-                       workloads=list(by_workload.values()), stack=stack)
+                       workloads=list(by_workload.values()), stack=stack, notes=notes or [])
 
 
 def load_policy_config(path: str | Path | None) -> dict | None:
@@ -111,6 +137,7 @@ def load_policy_config(path: str | Path | None) -> dict | None:
 def render_markdown(report: CheckReport) -> str:
     icon = "✅" if report.passed else "❌"
     lines = [f"{icon} **Policies: {report.mandatory} mandatory, {report.advisory} advisory violation(s)**", ""]
+    lines += [f"> note: {note}" for note in report.notes] + ([""] if report.notes else [])
     for w in report.workloads + ([WorkloadVerdict(workload="(stack)", instance_type="-", nodes=0,
                                                   violations=report.stack)] if report.stack else []):
         if not w.violations:
@@ -122,7 +149,7 @@ def render_markdown(report: CheckReport) -> str:
 
 
 def render_text(report: CheckReport) -> str:
-    lines = []
+    lines = [f"note: {note}" for note in report.notes]
     for w in report.workloads + ([WorkloadVerdict(workload="(stack)", instance_type="-", nodes=0,
                                                   violations=report.stack)] if report.stack else []):
         lines.append(f"{w.workload} ({w.instance_type} × {w.nodes}): "

@@ -116,27 +116,28 @@ def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAM
                                         help="Fold the cost–latency frontier of each changed workload into the comment")) -> None:
     """The pull-request cost comment: monthly cost before and after, per workload, with policy verdicts."""
     from gpuplan import costdiff
-    from planner import PlanSet, plan_file, plan_workloads
+    from planner import plan_workloads
     from planner.spec import load_workloads
 
     if (base is None) == (base_ref is None):
         fail("give exactly one of --base FILE or --base-ref REF", 2)
 
     def build():
-        base_path = base if base is not None else costdiff.base_from_git(head, base_ref)
-        try:
-            before = plan_file(base_path) if base_path is not None else PlanSet(plans=[])
-        finally:
-            if base_ref is not None and base_path is not None:
-                base_path.unlink(missing_ok=True)
+        if base is not None:
+            if not base.exists():
+                raise SpecError("file not found", path="--base", file=str(base))
+            before, notes = costdiff.plan_base(base)
+        else:
+            with costdiff.base_from_git(head, base_ref) as (base_path, scratch):
+                before, notes = costdiff.plan_base(base_path, scratch, f"{base_ref}:")
         head_spec = load_workloads(head)
         after = plan_workloads(head_spec)
         verdicts = None
         if policies:
             from gpuplan.check import check_file, load_policy_config
 
-            verdicts = check_file(head, load_policy_config(policy_config), head_spec, after)
-        diff = costdiff.compare(before, after, str(base or f"{base_ref}:{head}"), str(head), verdicts)
+            verdicts = check_file(head, load_policy_config(policy_config), head_spec, after, stand_ins=True)
+        diff = costdiff.compare(before, after, str(base or f"{base_ref}:{head}"), str(head), verdicts, notes)
         if frontiers and format == Format.markdown:  # the comment folds them in; JSON and tables do not
             from planner import catalog as catalog_mod
             from planner.frontier import frontier

@@ -4,18 +4,22 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from pydantic import BaseModel, Field
 
 from gpuplan.check import CheckReport
-from planner.errors import SpecError
+from planner.errors import InfeasibleError, SpecError
 from planner.frontier import Frontier
 from planner.frontier_report import mermaid as frontier_mermaid
 from planner.plan import Plan, PlanSet
 from planner.report import render_markdown as render_plans_markdown
+from planner.spec import STACK_CATALOG_KEY, read_yaml
 
 MARKER = "<!-- gpuplan-cost-comment -->"
 
@@ -56,6 +60,7 @@ class CostDiff(BaseModel):
     workloads: list[WorkloadCost]
     assumptions: Assumptions
     policies: CheckReport | None = None
+    notes: list[str] = Field(default_factory=list)  # the base's workloads that could not be planned
     head_plans: PlanSet
     # head frontiers of the changed and added workloads: folded into the Markdown comment only
     frontiers: list[Frontier] = Field(default_factory=list, exclude=True)
@@ -76,7 +81,7 @@ def _same(a: Plan, b: Plan) -> bool:
 
 
 def compare(base: PlanSet, head: PlanSet, base_name: str, head_name: str,
-            policies: CheckReport | None = None) -> CostDiff:
+            policies: CheckReport | None = None, notes: list[str] | None = None) -> CostDiff:
     before = {p.workload: p for p in base.plans}
     after = {p.workload: p for p in head.plans}
     rows = []
@@ -105,27 +110,89 @@ def compare(base: PlanSet, head: PlanSet, base_name: str, head_name: str,
     return CostDiff(base=base_name, head=head_name, before_usd_per_month=total_before, after_usd_per_month=total_after,
                     change_usd_per_month=total_after - total_before, change_percent=_percent(total_before, total_after),
                     changed=any(r.status != "unchanged" for r in rows), workloads=rows, assumptions=assumptions,
-                    policies=policies, head_plans=head)
+                    policies=policies, notes=notes or [], head_plans=head)
 
 
-def base_from_git(head: Path, ref: str) -> Path | None:
-    """The head file's content at `ref`, written beside it (so relative catalog paths still resolve);
-    None when the file does not exist at that ref (every workload is then added)."""
+@contextmanager
+def base_from_git(head: Path, ref: str) -> Iterator[tuple[Path | None, str]]:
+    """The head file as it was at `ref`, with the catalog overlay it names at that ref, in a scratch
+    directory laid out as the repository is (so relative paths resolve as they did there). Yields the
+    file (None when it did not exist at `ref`: every workload is then added) and the scratch prefix
+    that error messages replace with `ref:`."""
     head = head.resolve()
     try:
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=head.parent, capture_output=True,
-                             text=True, check=True).stdout.strip()
-        subprocess.run(["git", "rev-parse", "--verify", f"{ref}^{{commit}}"], cwd=top, capture_output=True, check=True)
+        top = Path(_git(head.parent, "rev-parse", "--show-toplevel").strip()).resolve()
+        _git(top, "rev-parse", "--verify", f"{ref}^{{commit}}")
     except (subprocess.CalledProcessError, FileNotFoundError):
         raise SpecError(f"cannot read git ref {ref!r} (is this a git checkout with that ref fetched?)",
                         path="--base-ref") from None
-    relative = head.relative_to(Path(top).resolve()).as_posix()
-    shown = subprocess.run(["git", "show", f"{ref}:{relative}"], cwd=top, capture_output=True, text=True)
+    relative = head.relative_to(top).as_posix()
+    with tempfile.TemporaryDirectory(prefix="gpuplan-base-") as scratch:
+        base = _git_file(top, ref, relative, Path(scratch))
+        if base is not None:
+            overlay = _catalog_named(base)
+            if overlay:
+                named = os.path.normpath(Path(relative).parent / overlay)
+                if not named.startswith(".."):
+                    _git_file(top, ref, Path(named).as_posix(), Path(scratch))
+        yield base, scratch + os.sep
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
+
+
+def _git_file(top: Path, ref: str, relative: str, scratch: Path) -> Path | None:
+    shown = subprocess.run(["git", "show", f"{ref}:{relative}"], cwd=top, capture_output=True)
     if shown.returncode != 0:
         return None
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix=".gpuplan-base-", dir=head.parent, delete=False) as f:
-        f.write(shown.stdout)
-    return Path(f.name)
+    target = scratch / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(shown.stdout)
+    return target
+
+
+def _catalog_named(path: Path) -> str | None:
+    """The overlay a workload or stack file names (catalog: / gpuplan:catalog), if it reads."""
+    try:
+        data = read_yaml(path)
+    except SpecError:
+        return None
+    if isinstance(data, dict) and isinstance(data.get("config"), dict):
+        data = {"catalog": data["config"].get(STACK_CATALOG_KEY)}
+    named = data.get("catalog") if isinstance(data, dict) else None
+    return named if isinstance(named, str) else None
+
+
+def plan_base(path: Path | None, scratch: str = "", shown_as: str = "") -> tuple[PlanSet, list[str]]:
+    """Plan the base side with its own catalog overlay. A base that cannot be read, or a workload in it
+    with no feasible plan, is the state before the change, not a failure of it: it becomes a note and
+    its workloads count as added."""
+    from planner import catalog as catalog_mod
+    from planner.search import plan_workload
+    from planner.spec import load_workloads
+
+    def named(exc: SpecError) -> str:
+        if scratch and exc.file.startswith(scratch):
+            exc.file = shown_as + exc.file.removeprefix(scratch)
+        return str(exc)
+
+    if path is None:
+        return PlanSet(plans=[]), []
+    try:
+        spec = load_workloads(path)
+        catalog = catalog_mod.load(spec.catalog)
+    except SpecError as exc:
+        return PlanSet(plans=[]), [f"the base cannot be planned ({named(exc)}); its workloads count as added"]
+    plans, notes = [], []
+    for w in spec.workloads:
+        try:
+            plans.append(plan_workload(w, catalog))
+        except InfeasibleError as exc:
+            notes.append(f"base workload {w.name!r} had no feasible plan ({exc.summary}); it counts as added")
+        except SpecError as exc:
+            notes.append(f"base workload {w.name!r} cannot be planned ({named(exc)}); it counts as added")
+    return PlanSet(plans=plans, catalog=spec.catalog or "bundled"), notes
 
 
 def _usd(value: float | None) -> str:
@@ -175,7 +242,8 @@ def render_markdown(diff: CostDiff) -> str:
     from gpuplan.check import render_markdown as render_policies
 
     status = {"added": "🆕 added", "removed": "🗑️ removed", "changed": "changed", "unchanged": "unchanged"}
-    out = [MARKER, f"### 💰 gpuplan: {headline(diff)}", "",
+    out = [MARKER, f"### 💰 gpuplan: {headline(diff)}", ""] + [f"> ⚠️ {note}" for note in diff.notes] + \
+        ([""] if diff.notes else []) + [
            "| workload | status | before | after | change | instance × count | unit cost |",
            "|---|---|---:|---:|---:|---|---|"]
     for r in diff.workloads:
@@ -209,7 +277,7 @@ def render_json(diff: CostDiff) -> str:
 
 
 def render_table(diff: CostDiff) -> str:
-    lines = [headline(diff), ""]
+    lines = [headline(diff), *[f"note: {note}" for note in diff.notes], ""]
     width = max([len(r.workload) for r in diff.workloads] + [8])
     lines.append(f"{'workload':<{width}}  {'status':<9} {'before':>10} {'after':>10} {'change':>10}  instance × count")
     for r in diff.workloads:

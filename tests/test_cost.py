@@ -7,11 +7,12 @@ import shutil
 import subprocess
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from gpuplan.cli import app
 from gpuplan.costdiff import MARKER
-from tests.conftest import ROOT
+from tests.conftest import ROOT, write_yaml
 from tests.golden_files import assert_golden
 
 runner = CliRunner()
@@ -92,7 +93,7 @@ def test_base_and_base_ref_are_exclusive():
     assert result.exit_code == 2 and "exactly one of --base FILE or --base-ref REF" in result.output
 
 
-def test_base_ref_reads_git(tmp_path):
+def git_repo(tmp_path):
     git = shutil.which("git")
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -100,6 +101,11 @@ def test_base_ref_reads_git(tmp_path):
            "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
     run = lambda *a: subprocess.run([git, *a], cwd=repo, check=True, capture_output=True, env=env)  # noqa: E731
     run("init", "-q", "-b", "main")
+    return repo, run
+
+
+def test_base_ref_reads_git(tmp_path):
+    repo, run = git_repo(tmp_path)
     target = repo / "infra" / "workloads.yaml"
     target.parent.mkdir()
     shutil.copy(FIXTURES / "base.yaml", target)
@@ -113,6 +119,75 @@ def test_base_ref_reads_git(tmp_path):
     data = json.loads(result.output)
     assert data["base"] == f"HEAD~1:{target}"
     assert [r["status"] for r in data["workloads"]] == ["changed", "unchanged", "unchanged"]
-    assert not list(target.parent.glob(".gpuplan-base-*"))  # the temporary base file is gone
+    assert not list(target.parent.glob(".gpuplan-base-*"))  # nothing is written beside the head
     missing = runner.invoke(app, ["cost", "--base-ref", "no-such-ref", "--head", str(target)])
     assert missing.exit_code == 2 and "cannot read git ref 'no-such-ref'" in missing.output
+
+
+X1 = {"name": "X1", "memory_mib": 81920, "memory_bandwidth_gb_s": 3000, "intra_node_gb_s": 450, "tflops": {"bf16": 500}}
+CHAT = {"name": "chat", "kind": "inference", "model": {"preset": "llama-3.1-8b"}, "constraints": {"families": ["x1"]}}
+
+
+def overlay(usd_per_hour: float) -> dict:
+    return {"accelerators": [X1], "instance_types": [{"name": "x1.8xl", "family": "x1", "accelerator": "X1",
+                                                      "accelerators_per_node": 1, "usd_per_hour": usd_per_hour}]}
+
+
+def test_base_ref_plans_the_base_with_the_base_overlay(tmp_path):
+    """An overlay price change is a cost change: the base is priced by the overlay it had (issue 11)."""
+    repo, run = git_repo(tmp_path)
+    (repo / "infra").mkdir()
+    write_yaml(repo / "infra" / "w.yaml", {"catalog": "../catalog/overlay.yaml", "workloads": [CHAT]})
+    (repo / "catalog").mkdir()
+    write_yaml(repo / "catalog" / "overlay.yaml", overlay(10.0))
+    run("add", ".")
+    run("commit", "-qm", "base")
+    write_yaml(repo / "catalog" / "overlay.yaml", overlay(12.0))
+    run("commit", "-qam", "price up")
+    result = runner.invoke(app, ["cost", "--base-ref", "HEAD~1", "--head", str(repo / "infra" / "w.yaml"),
+                                 "--format", "json", "--no-policies"])
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.output)["workloads"][0]
+    assert row["status"] == "changed"
+    assert row["after_usd_per_month"] / row["before_usd_per_month"] == pytest.approx(12.0 / 10.0, rel=1e-9)
+
+
+def test_a_base_that_cannot_be_planned_is_a_note_named_at_the_ref(tmp_path):
+    repo, run = git_repo(tmp_path)
+    head = repo / "w.yaml"
+    write_yaml(head, {"workloads": [{**CHAT, "constraints": {"families": ["g5"]}, "serving": {"prompt_tokens": -1}}]})
+    run("add", ".")
+    run("commit", "-qm", "broken base")
+    write_yaml(head, {"workloads": [{**CHAT, "constraints": {"families": ["g6e"]}}]})
+    result = runner.invoke(app, ["cost", "--base-ref", "HEAD", "--head", str(head), "--format", "table",
+                                 "--no-policies"])
+    assert result.exit_code == 0, result.output
+    assert "note: the base cannot be planned (HEAD:w.yaml: workloads[0].serving.prompt_tokens: " in result.output
+    assert "gpuplan-base-" not in result.output
+
+
+def test_an_infeasible_base_workload_is_not_a_head_failure(tmp_path):
+    base = write_yaml(tmp_path / "base.yaml", {"workloads": [
+        {**CHAT, "model": {"preset": "llama-3.1-405b"}, "constraints": {"families": ["g5"], "max_nodes": 1}}]})
+    head = write_yaml(tmp_path / "head.yaml", {"workloads": [{**CHAT, "constraints": {"families": ["g6e"]}}]})
+    result = runner.invoke(app, ["cost", "--base", str(base), "--head", str(head), "--format", "json", "--no-policies"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["workloads"][0]["status"] == "added"
+    assert data["notes"] == ["base workload 'chat' had no feasible plan (no instance type in the catalog can run "
+                             "this inference workload); it counts as added"]
+
+
+def test_cost_does_not_need_deployment_settings(tmp_path):
+    """Pricing a change needs no model URL or network: stand-ins, said in the comment (issue 11)."""
+    stack = yaml.safe_load((ROOT / "Pulumi.example.yaml").read_text())
+    for key in ("gpuplan:deployments", "gpuplan:vpcId", "gpuplan:subnetIds"):
+        stack["config"].pop(key)
+    path = write_yaml(tmp_path / "Pulumi.dev.yaml", stack)
+    result = runner.invoke(app, ["cost", "--base", str(path), "--head", str(path), "--no-frontier"])
+    assert result.exit_code == 0, result.output
+    assert "> note: chat-70b: no modelDataUrl or hfModelId yet; checked with the planned model's architecture" \
+        in result.output
+    assert "> note: no gpuplan:vpcId / gpuplan:subnetIds yet" in result.output
+    checked = runner.invoke(app, ["check", str(path)])  # a deployment check still needs them
+    assert checked.exit_code == 2 and "gpuplan:deployments.chat-70b: give modelDataUrl" in checked.output
