@@ -221,41 +221,80 @@ def catalog_show(instance_type: str = typer.Argument(...), catalog: Optional[Pat
 def catalog_refresh(region: list[str] = typer.Option(["us-east-1", "us-west-2", "eu-west-1"], "--region"),
                     out: Path = typer.Option(Path("catalog.refreshed.yaml"), "--out"),
                     only: Optional[list[str]] = typer.Option(None, "--type", help="Refresh only these instance types"),
-                    catalog: Optional[Path] = CatalogOpt) -> None:
-    """Read live specs and prices from AWS (EC2, Price List API) into a catalog file with sources and dates."""
-    import yaml
+                    catalog: Optional[Path] = CatalogOpt,
+                    accept_changes: bool = typer.Option(False, "--accept-changes",
+                                                        help="Write prices that moved beyond ±50% or fell below the "
+                                                             "floor (otherwise the previous figure is kept, exit 1)")) -> None:
+    """Read live specs and prices from AWS (EC2, Price List API) into a catalog file with sources and dates.
+    Exit 1 when a source could not answer (its figures kept from the base) or a price looks wrong."""
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from planner import aws
+    from planner import aws, price_review
     from planner import catalog as catalog_mod
 
     base = guarded(lambda: catalog_mod.load(catalog))
     unknown = [t for t in only or [] if base.instance(t) is None]
     if unknown:
         fail(f"--type: unknown instance type(s) {', '.join(unknown)}; see `gpuplan catalog list`", 2)
+    if out.exists() and not out.is_file():
+        fail(f"--out: {out} is not a regular file (a directory?); give a file path", 2)
+    if not out.parent.is_dir():
+        fail(f"--out: directory {out.parent} does not exist", 2)
     console = Console(stderr=True)
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
                   transient=True) as progress:
         task = progress.add_task("connecting", total=None)
         try:
-            fresh, changes = aws.refresh_catalog(base, region, only, progress=lambda m: progress.update(task, description=m))
+            result = aws.refresh_catalog(base, region, only, progress=lambda m: progress.update(task, description=m))
         except aws.AwsError as exc:
             fail(str(exc), 2)
-    data = fresh.model_dump(by_alias=True, exclude_none=True, mode="json")
-    out.write_text("# Written by `gpuplan catalog refresh`; use it with --catalog or the spec's catalog: key.\n"
-                   + yaml.safe_dump(data, sort_keys=False, width=120))
+    for line in result.unknown:
+        typer.echo(f"warning: {line}", err=True)
+    if result.answered == 0:
+        fail("nothing refreshed: no AWS source answered; nothing written", 1)
+    flags = price_review.review(base, result.catalog)
+    fresh = result.catalog if accept_changes else price_review.keep_previous(result.catalog, base, flags)
+    guarded(lambda: write_catalog(fresh, out))
     typer.echo(f"wrote {out}: {len(fresh.instance_types)} instance types, regions {', '.join(region)}")
-    for change in changes:
+    for change in result.changes:
         typer.echo(f"  {change.instance_type}: {change.what}")
-    if not changes:
+    if not result.changes:
         typer.echo("  no changes against the base catalog")
+    for flag in flags:
+        typer.echo(f"{'accepted' if accept_changes else 'kept the previous figure'}: {flag}", err=True)
+    if flags and not accept_changes:
+        fail(f"{len(flags)} price(s) look wrong and were not written; check them and re-run with --accept-changes", 1)
+    if result.unknown:
+        fail(f"{len(result.unknown)} source(s) did not answer; their figures are the base catalog's", 1)
+
+
+def write_catalog(cat, out: Path) -> None:
+    """Write beside the target and rename over it: a reader never sees half a catalog."""
+    import os
+    import tempfile
+
+    import yaml
+
+    text = ("# Written by `gpuplan catalog refresh`; use it with --catalog or the spec's catalog: key.\n"
+            + yaml.safe_dump(cat.model_dump(by_alias=True, exclude_none=True, mode="json"), sort_keys=False, width=120))
+    written: str | None = None
+    try:
+        with tempfile.NamedTemporaryFile("w", dir=out.parent, prefix=f".{out.name}.", delete=False) as tmp:
+            written = tmp.name
+            tmp.write(text)
+        os.replace(written, out)
+    except OSError as exc:
+        if written:
+            Path(written).unlink(missing_ok=True)
+        raise SpecError(f"cannot write ({exc.strerror})", path="--out", file=str(out)) from None
 
 
 @app.command()
 def preflight(file: Path = FileArg, region: Optional[str] = RegionOpt, catalog: Optional[Path] = CatalogOpt,
               subnet: Optional[str] = typer.Option(None, "--subnet", help="Training subnet (a stack file's gpuplan:subnetIds otherwise)")) -> None:
-    """Check the account's quotas, zone offerings and capacity reservations for each plan (boto3)."""
+    """Check the account's quotas, zone offerings and capacity reservations for each plan (boto3).
+    Exit 1 when a check fails or could not be made."""
     from rich.console import Console
     from rich.table import Table
 
@@ -266,24 +305,27 @@ def preflight(file: Path = FileArg, region: Optional[str] = RegionOpt, catalog: 
     spec = guarded(lambda: load_workloads(file))
     plans = guarded(lambda: plan_workloads(spec, catalog, region))
     data = read_yaml(file)  # read once already by load_workloads, so it parses
-    config = (data.get("config") or {}) if isinstance(data, dict) and "config" in data else {}
-    default_subnet = subnet or next(iter(config.get("gpuplan:subnetIds") or []), None)
-    deployments = config.get("gpuplan:deployments") or {}
-    subnets = {w.name: (deployments.get(w.name) or {}).get("subnetId") or default_subnet for w in spec.workloads}
+    config = data.get("config") if isinstance(data, dict) and isinstance(data.get("config"), dict) else {}
+    subnet_ids = config.get("gpuplan:subnetIds")
+    default_subnet = subnet or (subnet_ids[0] if isinstance(subnet_ids, list) and subnet_ids else None)
+    deployments = config.get("gpuplan:deployments") if isinstance(config.get("gpuplan:deployments"), dict) else {}
+    subnets = {w.name: (deployments.get(w.name) if isinstance(deployments.get(w.name), dict) else {}).get("subnetId")
+               or default_subnet for w in spec.workloads}
     cat = guarded(lambda: catalog_mod.load(catalog or spec.catalog))
     try:
-        checks = aws.preflight(plans.plans, cat, {k: v for k, v in subnets.items() if v})
+        checks = aws.preflight(plans.plans, cat, {k: v for k, v in subnets.items() if isinstance(v, str)})
     except aws.AwsError as exc:
         fail(str(exc), 2)
     table = Table("workload", "check", "required", "available", "ok", box=None)
     for c in checks:
-        table.add_row(c.workload, c.check, c.required, c.available, "✔" if c.ok else "✘")
+        table.add_row(c.workload, c.check, c.required, c.available, {True: "✔", False: "✘", None: "?"}[c.ok])
     Console(width=160).print(table)
-    failed = [c for c in checks if not c.ok]
+    failed = [c for c in checks if c.ok is False]
+    unknown = [c for c in checks if c.ok is None and c.gating]
     for c in failed:
         typer.echo(f"{c.workload}: {c.check}: {c.action}")
-    if failed:
-        raise typer.Exit(1)
+    if failed or unknown:
+        fail(f"{len(failed)} check(s) failed, {len(unknown)} could not be made", 1)
 
 
 def main() -> None:

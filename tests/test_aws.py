@@ -100,7 +100,7 @@ def factory(monkeypatch, **stubbed):
     def make(service: str, region: str):
         return stubbed[service] if service in stubbed else boto3.session.Session().client(
             service, region_name=region, config=aws.RETRIES)
-    monkeypatch.setattr(aws, "client", make)
+    monkeypatch.setattr(aws.calls, "client", make)
 
 
 def test_refresh_builds_a_catalog_from_moto_and_the_price_list(aws_env, monkeypatch, tmp_path):
@@ -108,10 +108,13 @@ def test_refresh_builds_a_catalog_from_moto_and_the_price_list(aws_env, monkeypa
     factory(monkeypatch, pricing=pricing)
     out = tmp_path / "fresh.yaml"
     result = runner.invoke(app, ["catalog", "refresh", "--region", "us-east-1", "--type", "p5.48xlarge",
-                                 "--type", "g5.xlarge", "--out", str(out)])
+                                 "--type", "g5.xlarge", "--out", str(out), "--accept-changes"])
     assert result.exit_code == 0, result.output
     stub.assert_no_pending_responses()
     assert "p5.48xlarge: us-east-1 EC2 on-demand $55.04 → $50/h (-9.2%)" in result.output
+    # moto's spot history answers $0.00001/h: accepted only because the test says so
+    assert "accepted: g5.xlarge us-east-1 ec2 spot: $1e-05/h is $1e-05 per device-hour, below the $0.05 floor" \
+        in result.output
     data = yaml.safe_load(out.read_text())
     moto_types = {t["InstanceType"]: t for t in boto3.client("ec2", region_name="us-east-1").describe_instance_types(
         InstanceTypes=["p5.48xlarge", "g5.xlarge"])["InstanceTypes"]}
@@ -136,16 +139,23 @@ def test_refresh_builds_a_catalog_from_moto_and_the_price_list(aws_env, monkeypa
     assert plan["plans"][0]["cost"]["usd_per_hour"] == 50.0 * plan["plans"][0]["choice"]["nodes"]
 
 
-def test_refresh_reports_a_denied_call_without_a_traceback(aws_env, monkeypatch, tmp_path):
+def test_a_denied_source_keeps_its_figures_and_the_others_refresh(aws_env, monkeypatch, tmp_path):
+    """No Pricing is no prices, not no catalog: EC2's answers still land (issue 11)."""
     pricing = boto3.client("pricing", region_name="us-east-1")
     stub = Stubber(pricing)
-    stub.add_client_error("get_products", "AccessDeniedException", "User is not authorized to perform: pricing:GetProducts")
+    stub.add_client_error("get_products", "AccessDeniedException", "User is not authorized to perform: pricing:GetProducts",
+                          http_status_code=400)
     stub.activate()
     factory(monkeypatch, pricing=pricing)
-    result = runner.invoke(app, ["catalog", "refresh", "--region", "us-east-1", "--type", "g5.xlarge",
-                                 "--out", str(tmp_path / "x.yaml")])
-    assert result.exit_code == 2
-    assert "error: get_products: AccessDeniedException: User is not authorized to perform: pricing:GetProducts" in result.output
+    out = tmp_path / "x.yaml"
+    result = runner.invoke(app, ["catalog", "refresh", "--region", "us-east-1", "--type", "g5.xlarge", "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    assert ("warning: Price List API: unknown: GetProducts: AccessDeniedException: User is not authorized to perform: "
+            "pricing:GetProducts; prices kept from the base catalog") in result.output
+    assert "error: 1 source(s) did not answer; their figures are the base catalog's" in result.output
+    g5 = next(t for t in yaml.safe_load(out.read_text())["instance_types"] if t["name"] == "g5.xlarge")
+    assert g5["source"].startswith("src-ec2-us-east-1-")  # specs refreshed from EC2
+    assert g5["prices"]["us-east-1"]["ec2"]["on_demand"] == 1.006  # the bundled price, kept
     assert "Traceback" not in result.output
 
 
