@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import time
 
-import boto3
 import pytest
 import yaml
-from botocore.stub import Stubber
 from typer.testing import CliRunner
 
 from gpuplan.cli import app
@@ -17,7 +15,7 @@ from planner import aws
 from planner.catalog import bundled
 from planner.price_review import review
 from tests.fake_aws import FakeAws
-from tests.test_aws import aws_env, factory, moto_server, stubbed_pricing  # noqa: F401 (fixtures)
+from tests.test_aws import factory, stubbed_pricing
 
 runner = CliRunner()
 BUDGET_S = 30
@@ -166,9 +164,8 @@ def test_review_flags_moves_and_the_floor_but_not_ordinary_changes():
     assert "below the $0.05 floor" in review(base, fresh)[0].why
 
 
-def test_quota_client_creation_uses_the_budget():
-    config = aws.RETRIES
+def test_every_client_carries_the_budget():
+    config = aws.client("pricing", "us-east-1").meta.config
     assert (config.connect_timeout, config.read_timeout) == (aws.CONNECT_TIMEOUT_S, aws.READ_TIMEOUT_S)
     assert config.retries == {"mode": "standard", "total_max_attempts": aws.MAX_ATTEMPTS}
     assert aws.MAX_ATTEMPTS * (aws.CONNECT_TIMEOUT_S + aws.READ_TIMEOUT_S) < BUDGET_S
-    assert isinstance(boto3.client("pricing", region_name="us-east-1", config=config), object) and Stubber
