@@ -1,6 +1,16 @@
-"""Pulumi components that provision a gpuplan plan."""
+"""Pulumi components that provision a gpuplan plan. The components load Pulumi on first use, so the
+pure modules here (config, settings) serve the CLI without it."""
 
-from components.inference import InferenceEndpoint, InferenceEndpointArgs
-from components.training import TrainingCluster, TrainingClusterArgs
+from __future__ import annotations
+
+from importlib import import_module
 
 __all__ = ["InferenceEndpoint", "InferenceEndpointArgs", "TrainingCluster", "TrainingClusterArgs"]
+_HOMES = {"InferenceEndpoint": "components.inference", "InferenceEndpointArgs": "components.inference",
+          "TrainingCluster": "components.training", "TrainingClusterArgs": "components.training"}
+
+
+def __getattr__(name: str):
+    if name in _HOMES:
+        return getattr(import_module(_HOMES[name]), name)
+    raise AttributeError(f"module 'components' has no attribute {name!r}")

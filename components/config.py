@@ -9,6 +9,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
+from planner.errors import shown
+
 S3_URL = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
 SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$")
 # Hugging Face organisations whose models are gated (accept the licence, then a token): a deployment
@@ -62,33 +64,28 @@ class Deployment(BaseModel):
         return bool(self.hf_model_id and self.hf_model_id.startswith(GATED_ORGS))
 
 
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def read_deployments(raw: Any, workloads: list[str]) -> dict[str, Deployment]:
     """Raises ValueError("<key as written>: <what is wrong>") for the first problem."""
     key = "gpuplan:deployments"
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise ValueError(f"{key}: must be a map of workload name to settings (got {_shown(raw)})")
+        raise ValueError(f"{key}: must be a map of workload name to settings (got {shown(raw)})")
     unknown = sorted(set(raw) - set(workloads))
     if unknown:
-        raise ValueError(f"{key}.{unknown[0]}: no workload has this name (workloads: {', '.join(workloads)})")
+        raise ValueError(f"{key}.{unknown[0][:60]}: no workload has this name (workloads: {', '.join(workloads)})")
     out: dict[str, Deployment] = {}
     for name in workloads:
         settings = raw.get(name) or {}
         if not isinstance(settings, dict):
-            raise ValueError(f"{key}.{name}: must be a map of settings (got {_shown(settings)})")
+            raise ValueError(f"{key}.{name}: must be a map of settings (got {shown(settings)})")
         try:
             out[name] = Deployment.model_validate(settings)
         except ValidationError as exc:
             error = exc.errors()[0]
-            field = ".".join(str(part) for part in error["loc"])
+            field = ".".join(str(part) for part in error["loc"])[:60]
             message = "unknown key; allowed: " + ", ".join(sorted(f.alias for f in Deployment.model_fields.values())) \
                 if error["type"] == "extra_forbidden" else error["msg"].removeprefix("Value error, ")
-            got = f" (got {_shown(error['input'])})" if error["type"] != "extra_forbidden" else ""
+            got = f" (got {shown(error['input'])})" if error["type"] != "extra_forbidden" else ""
             raise ValueError(f"{key}.{name}.{field}: {message}{got}") from None
     return out

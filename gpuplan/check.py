@@ -81,6 +81,20 @@ def _fill_stand_ins(config: dict, spec: WorkloadFile, notes: list[str]) -> None:
         notes.append("no gpuplan:vpcId / gpuplan:subnetIds yet; training clusters checked in a stand-in subnet")
 
 
+def validate_deployments(path: str | Path, spec: WorkloadFile) -> None:
+    """A stack file's gpuplan:deployments, read as the program reads them, so `plan` and `cost` refuse
+    a wrongly typed setting as `pulumi up` would (SpecError naming the key as written)."""
+    from components.config import read_deployments
+
+    data = read_yaml(path)
+    if isinstance(data, dict) and isinstance(data.get("config"), dict) and "workloads" not in data:
+        try:
+            read_deployments(data["config"].get("gpuplan:deployments"), [w.name for w in spec.workloads])
+        except ValueError as exc:  # "<key as written>: <what is wrong>"
+            key, _, message = str(exc).partition(": ")
+            raise SpecError(message, path=f"config.{key}", file=str(path)) from None
+
+
 def check_file(path: str | Path, policy_config: dict | None = None, spec: WorkloadFile | None = None,
                plans: PlanSet | None = None, strict: bool = True, stand_ins: bool = False) -> CheckReport:
     """`spec` and `plans`, when the caller already has them for `path`, spare a second read and plan.

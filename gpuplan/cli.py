@@ -49,10 +49,16 @@ def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--w
          format: Format = typer.Option(Format.table, "--format", "-f"), catalog: Optional[Path] = CatalogOpt,
          region: Optional[str] = RegionOpt) -> None:
     """Plan each workload: instance type, node count, layout, memory, performance and cost."""
-    from planner import plan_file
+    from gpuplan.check import validate_deployments
+    from planner import load_workloads, plan_workloads
     from planner.report import render_json, render_markdown, render_table
 
-    plans = guarded(lambda: plan_file(file, catalog, region, workload))
+    def build():
+        spec = load_workloads(file)
+        validate_deployments(file, spec)
+        return plan_workloads(spec, catalog, region, workload)
+
+    plans = guarded(build)
     render = {Format.json: render_json, Format.markdown: render_markdown, Format.table: render_table}[format]
     sys.stdout.write(render(plans))
 
@@ -130,7 +136,10 @@ def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAM
         else:
             with costdiff.base_from_git(head, base_ref) as (base_path, scratch):
                 before, notes = costdiff.plan_base(base_path, scratch, f"{base_ref}:")
+        from gpuplan.check import validate_deployments
+
         head_spec = load_workloads(head)
+        validate_deployments(head, head_spec)
         after = plan_workloads(head_spec)
         verdicts = None
         if policies:

@@ -12,7 +12,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, model_validator
 
-from planner.errors import SpecError
+from planner.errors import SpecError, shown
 from planner.units import MIB
 
 
@@ -229,13 +229,11 @@ def _field_path(loc: tuple) -> str:
 def _explain(error: dict) -> str:
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
-        return f"unknown field {str(error['loc'][-1])[:60]!r}"
+        return f"unknown field {shown(str(error['loc'][-1]))}"
     if error["type"] in ("model_type", "dict_type"):
-        return f"expected a mapping (got {repr(error.get('input'))[:60]})"
-    shown = repr(error.get("input"))
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        return f"expected a mapping (got {shown(error.get('input'))})"
     return message if error["type"] in ("value_error", "missing") or isinstance(error.get("input"), (dict, list)) \
-        else f"{message} (got {shown})"
+        else f"{message} (got {shown(error.get('input'))})"
 
 
 def _validated(model: type[BaseModel], data: object, file: str):

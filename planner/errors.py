@@ -3,6 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+SHOWN_CHARS = 60  # a value echoed in a message: enough to recognise, never a 10 MB paste
+
+
+def shown(value: Any) -> str:
+    """repr(value), cut to SHOWN_CHARS with an ellipsis."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS - 3] + "..."
 
 
 @dataclass

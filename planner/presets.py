@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 class Architecture(BaseModel):
     """What the estimators need to know of a transformer. Counts are exact, not rounded."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     params: float = Field(gt=0, le=1e14)
     layers: int = Field(gt=0, le=1000)

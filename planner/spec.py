@@ -12,7 +12,7 @@ import yaml
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
                       model_validator)
 
-from planner.errors import SpecError
+from planner.errors import SHOWN_CHARS, SpecError, shown
 from planner.presets import Architecture, presets
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
@@ -21,7 +21,7 @@ STACK_CATALOG_KEY = "gpuplan:catalog"
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     @field_validator("*", mode="before")
     @classmethod
@@ -50,7 +50,7 @@ class ModelRef(_Section):
         if self.preset is not None and self.preset not in presets():
             close = difflib.get_close_matches(self.preset, list(presets()), n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else "; run `gpuplan models` for the list"
-            raise ValueError(f"unknown preset {self.preset!r}{hint}")
+            raise ValueError(f"unknown preset {shown(self.preset)}{hint}")
         base = presets()[self.preset].model_dump() if self.preset else {}
         try:
             self._resolved = Architecture(**{**base, **(self.architecture or {})})
@@ -214,17 +214,17 @@ _SECTION_FIELDS = {name: set(model.model_fields) for name, model in
 def _explain(error: dict) -> str:
     kind, loc, ctx = error["type"], error["loc"], error.get("ctx") or {}
     if kind == "extra_forbidden":
-        field = str(loc[-1])
+        field = str(loc[-1])[:SHOWN_CHARS]
         home = [section for section, fields in _SECTION_FIELDS.items() if field in fields]
         if home:
             return f"unknown field {field!r} here; it belongs in the {home[0]}: section"
         return f"unknown field {field!r}"
     if kind == "literal_error":
-        return f"must be one of {ctx.get('expected')} (got {error.get('input')!r})"
+        return f"must be one of {ctx.get('expected')} (got {shown(error.get('input'))})"
     if kind == "missing":
         return "required field is missing"
     message = error["msg"].removeprefix("Value error, ")
-    return f"{message} (got {error['input']!r})" if "input" in error and not isinstance(
+    return f"{message} (got {shown(error['input'])})" if "input" in error and not isinstance(
         error["input"], (dict, list)) and kind != "value_error" else message
 
 
@@ -301,12 +301,20 @@ def read_yaml(path: str | Path) -> Any:
 
 
 STACK_REGION_KEY = "aws:region"
+# Every gpuplan:* key the program reads (README: stack config); another one is a typo, not a setting.
+STACK_CONFIG_KEYS = ("gpuplan:workloads", "gpuplan:deployments", "gpuplan:catalog", "gpuplan:vpcId",
+                     "gpuplan:subnetIds", "gpuplan:environment", "gpuplan:kmsKeyArn")
 
 
 def stack_document(config: dict) -> dict:
     """The workloads document inside a Pulumi stack's config. The stack's `aws:region` is where
     `pulumi up` deploys, so it is the planning region of every workload; a workload that names
     another region in constraints.region is an error, not silently overridden."""
+    for key in config:
+        if key.startswith("gpuplan:") and key not in STACK_CONFIG_KEYS:
+            close = difflib.get_close_matches(key, STACK_CONFIG_KEYS, n=1, cutoff=0.6)
+            raise SpecError("unknown gpuplan setting" + (f"; did you mean {close[0]}?" if close else
+                            f"; known: {', '.join(STACK_CONFIG_KEYS)}"), path=f"config.{key[:60]}")
     if STACK_KEY not in config:
         raise SpecError(f"stack file has no {STACK_KEY} in config: (set it with "
                         f"`pulumi config set --path '{STACK_KEY.split(':')[1]}[0].name' ...`)", path="config")
@@ -330,7 +338,7 @@ def _in_region(workload: Any, index: int, region: Any) -> Any:
         return workload
     named = constraints.get("region")
     if named is not None and named != region:
-        raise SpecError(f"{named!r} disagrees with the stack's {STACK_REGION_KEY} {region!r}: a stack deploys in "
+        raise SpecError(f"{shown(named)} disagrees with the stack's {STACK_REGION_KEY} {shown(region)}: a stack deploys in "
                         f"one region; drop constraints.region or set {STACK_REGION_KEY} to it",
                         path=f"{STACK_KEY}[{index}].constraints.region")
     return {**workload, "constraints": {**constraints, "region": region}}
