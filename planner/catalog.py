@@ -13,17 +13,16 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, model_validator
 
 from planner.errors import SpecError, shown
+from planner.strict import StrictModel
 from planner.units import MIB
 
 
 # The tensor precisions a datasheet quotes dense peak TFLOP/s for; a key outside these is a typo.
 TensorPrecision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4"]
-STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
+NAME = Field(min_length=1, max_length=64)
 
 
-class Supports(BaseModel):
-    model_config = STRICT
-
+class Supports(StrictModel):
     fp8: bool = False
     bf16: bool = True
     flash_attention: bool = True
@@ -31,10 +30,8 @@ class Supports(BaseModel):
     training: bool = True
 
 
-class Accelerator(BaseModel):
-    model_config = STRICT
-
-    name: str
+class Accelerator(StrictModel):
+    name: str = NAME
     vendor: Literal["nvidia", "aws-neuron", "other"] = "nvidia"
     memory_mib: float = Field(gt=0)
     memory_bandwidth_gb_s: float = Field(gt=0)
@@ -94,9 +91,7 @@ class Accelerator(BaseModel):
         return None if tflops is None else tflops * 1e12
 
 
-class Price(BaseModel):
-    model_config = STRICT
-
+class Price(StrictModel):
     on_demand: float | None = Field(default=None, ge=0)
     spot: float | None = Field(default=None, ge=0)
     reserved_1y: float | None = Field(default=None, ge=0)
@@ -106,12 +101,10 @@ class Price(BaseModel):
     note: str = ""
 
 
-class InstanceType(BaseModel):
-    model_config = STRICT
-
-    name: str
-    family: str
-    accelerator: str
+class InstanceType(StrictModel):
+    name: str = NAME
+    family: str = NAME
+    accelerator: str = NAME
     accelerators_per_node: int = Field(gt=0)
     vcpus: int | None = None
     memory_gib: float | None = None

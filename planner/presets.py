@@ -6,13 +6,13 @@ from functools import cache
 from importlib import resources
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from planner.strict import StrictModel
 
 
-class Architecture(BaseModel):
+class Architecture(StrictModel):
     """What the estimators need to know of a transformer. Counts are exact, not rounded."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     params: float = Field(gt=0, le=1e14)
     layers: int = Field(gt=0, le=1000)

@@ -81,15 +81,21 @@ def checked_target(w: Workload, catalog: Catalog) -> str:
     if w.constraints.instance_types:
         unknown = [n for n in w.constraints.instance_types if catalog.instance(n) is None]
         if unknown:
-            raise SpecError(f"unknown instance type(s) {', '.join(unknown)}; see `gpuplan catalog list`",
+            raise SpecError(f"unknown instance type(s) {_names(unknown)}; see `gpuplan catalog list`",
                             path=f"{w.path}.constraints.instance_types", file=w.file)
     if w.constraints.families:
         unknown = sorted(set(w.constraints.families) - catalog.families())
         if unknown:
-            raise SpecError(f"unknown famil{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
+            raise SpecError(f"unknown famil{'y' if len(unknown) == 1 else 'ies'} {_names(unknown)}; "
                             f"catalog families: {', '.join(sorted(catalog.families()))}",
                             path=f"{w.path}.constraints.families", file=w.file)
     return target
+
+
+def _names(names: list[str], most: int = 5) -> str:
+    """A user's list echoed back: each name cut, at most `most` of them."""
+    cut = [n if len(n) <= 40 else n[:37] + "..." for n in names[:most]]
+    return ", ".join(cut) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def search_types(w: Workload, catalog: Catalog, target: str,

@@ -6,36 +6,23 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from planner.errors import SHOWN_CHARS, SpecError, shown
 from planner.presets import Architecture, presets
+from planner.strict import StrictModel
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
 STACK_KEY = "gpuplan:workloads"
+AWS_REGION_PATTERN = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d{1,2}$"  # us-east-1, us-gov-west-1, ap-southeast-5
 STACK_CATALOG_KEY = "gpuplan:catalog"
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_booleans_as_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        """YAML's `true` is not 1: pydantic's lax mode would take it as a count."""
-        if isinstance(value, bool):
-            annotation = cls.model_fields[info.field_name].annotation
-            if annotation is not bool and bool not in get_args(annotation) and not _is_literal(annotation):
-                raise ValueError("expected a number or text, not true/false")
-        return value
-
-
-def _is_literal(annotation: Any) -> bool:
-    return get_origin(annotation) is Literal
+class _Section(StrictModel):
+    pass
 
 
 class ModelRef(_Section):
@@ -109,7 +96,7 @@ class Training(_Section):
 
 
 class Constraints(_Section):
-    region: str = "us-east-1"
+    region: str = Field(default="us-east-1", pattern=AWS_REGION_PATTERN)
     families: list[str] = Field(default_factory=list)
     instance_types: list[str] = Field(default_factory=list)
     max_nodes: int = Field(default=64, gt=0, le=4096)
