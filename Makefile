@@ -18,7 +18,7 @@ demo: install
 	$(BIN)/gpuplan plan Pulumi.example.yaml --format markdown --workload chat-70b
 
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
 
 bench: install
 	$(BIN)/python bench/accuracy.py

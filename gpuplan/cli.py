@@ -4,6 +4,7 @@ one message without a traceback. The planning path never imports pulumi or boto3
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -39,6 +40,21 @@ def guarded(fn):
         fail(str(exc), 1)
 
 
+PROGRESS_FROM = 20  # workloads: from here on, `plan` shows how far it got (a training search takes ~0.5 s)
+
+
+@contextmanager
+def progress_bar(what: str, total: int):
+    """A bar on stderr that a long run advances; gone when it ends, so stdout stays the report."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(what, total=total)
+        yield lambda done, _total: bar.update(task, completed=done)
+
+
 FileArg = typer.Argument(..., help="Workload YAML or Pulumi stack file (Pulumi.<stack>.yaml)")
 CatalogOpt = typer.Option(None, "--catalog", help="Catalog overlay YAML laid over the bundled catalog")
 RegionOpt = typer.Option(None, "--region", help="Override constraints.region for every workload")
@@ -56,7 +72,10 @@ def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--w
     def build():
         spec = load_workloads(file)
         validate_deployments(file, spec)
-        return plan_workloads(spec, catalog, region, workload)
+        if len(spec.workloads) < PROGRESS_FROM or workload is not None:
+            return plan_workloads(spec, catalog, region, workload)
+        with progress_bar("planning", len(spec.workloads)) as advance:
+            return plan_workloads(spec, catalog, region, workload, advance)
 
     plans = guarded(build)
     render = {Format.json: render_json, Format.markdown: render_markdown, Format.table: render_table}[format]

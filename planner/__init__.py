@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from planner import catalog as catalog_mod
 from planner.errors import InfeasibleError, SpecError
@@ -30,10 +31,22 @@ def _selected(spec: WorkloadFile, catalog_path, region, only):
 
 
 def plan_workloads(spec: WorkloadFile, catalog_path: str | Path | None = None, region: str | None = None,
-                   only: str | None = None) -> PlanSet:
-    """Plan every workload (or the one named `only`); the spec's `catalog:` applies unless overridden."""
+                   only: str | None = None, progress: Callable[[int, int], None] | None = None) -> PlanSet:
+    """Plan every workload (or the one named `only`); the spec's `catalog:` applies unless overridden.
+    Workloads that differ only in name share one search (a fleet of identical endpoints is common);
+    `progress(done, total)` is told after each."""
     path, catalog, workloads = _selected(spec, catalog_path, region, only)
-    return PlanSet(plans=[plan_workload(w, catalog) for w in workloads], catalog=str(path) if path else "bundled")
+    plans: list[Plan] = []
+    searched: dict[str, Plan] = {}
+    for w in workloads:
+        shape = w.model_dump_json(exclude={"name"})
+        if shape in searched:
+            plans.append(searched[shape].model_copy(update={"workload": w.name}))
+        else:
+            plans.append(searched.setdefault(shape, plan_workload(w, catalog)))
+        if progress is not None:
+            progress(len(plans), len(workloads))
+    return PlanSet(plans=plans, catalog=str(path) if path else "bundled")
 
 
 def frontier_file(path: str | Path, catalog_path: str | Path | None = None, region: str | None = None,

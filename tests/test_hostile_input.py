@@ -144,3 +144,23 @@ def test_stack_file_errors_use_the_config_key_as_written(tmp_path):
     result = CliRunner().invoke(app, ["plan", str(stack)])
     assert result.exit_code == 2
     assert f"error: {stack}: gpuplan:workloads[0].serving.prompt_tokens: " in result.output, result.output
+
+
+def test_many_workloads_share_searches_and_report_progress(tmp_path):
+    """5,000 workloads in one file (issue 11): identical shapes are searched once; `plan` advances a
+    progress bar on stderr and keeps stdout the report."""
+    from planner import load_workloads, plan_workloads
+
+    workloads = [{**LLAMA_8B, "name": f"m{i}", "serving": {"concurrent_requests": 8 * (1 + i % 2)}} for i in range(25)]
+    path = write_yaml(tmp_path / "w.yaml", {"workloads": workloads})
+    told: list[tuple[int, int]] = []
+    plans = plan_workloads(load_workloads(path), progress=lambda done, total: told.append((done, total))).plans
+    assert [p.workload for p in plans] == [f"m{i}" for i in range(25)]
+    assert told == [(i, 25) for i in range(1, 26)]
+    assert all(p.choice == plans[i % 2].choice and p.layout == plans[i % 2].layout for i, p in enumerate(plans))
+    assert plans[0].layout != plans[1].layout  # the two shapes were searched apart
+    result = CliRunner().invoke(app, ["plan", str(path), "--format", "json"])
+    assert result.exit_code == 0
+    import json
+
+    assert [p["workload"] for p in json.loads(result.stdout)["plans"]] == [f"m{i}" for i in range(25)]
