@@ -182,6 +182,13 @@ class Catalog(BaseModel):
                   and services["sagemaker"].on_demand and services["ec2"].on_demand]
         return (statistics.median(ratios), len(ratios)) if ratios else (1.0, 0)
 
+    @cached_property
+    def newest_price_date(self) -> str | None:
+        """The date of the catalog's most recent price: the vintage older prices are measured against."""
+        dates = [price.date for itype in self.instance_types for services in itype.prices.values()
+                 for price in services.values() if price.date[:4].isdigit()]
+        return max(dates) if dates else None
+
     def sharded(self, itype: InstanceType) -> tuple[InstanceType, Accelerator]:
         """The type and accelerator as the planner shards over them: per NeuronCore on Neuron types
         (inf2.48xlarge is 24 devices of 16 GiB), per GPU elsewhere."""

@@ -4,6 +4,7 @@ tokens, per training run; on-demand, spot and reserved; EC2 and SageMaker priced
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 
 from planner.catalog import Catalog, InstanceType
 
@@ -54,3 +55,34 @@ def hourly_price(catalog: Catalog, itype: InstanceType, region: str, target: str
 
 def usd_per_million_tokens(usd_per_hour: float, tokens_per_s: float) -> float:
     return usd_per_hour / (tokens_per_s * 3600) * 1e6 if tokens_per_s > 0 else float("inf")
+
+
+# Prices more than this far apart were set under different price lists (AWS moved P4/P5 by up to −45 %
+# in June 2025): ranking them together is comparing vintages, said in the plan (design: issue 16).
+MAX_PRICE_AGE_DAYS = 180
+
+
+def _day(text: str) -> date | None:
+    try:
+        return date.fromisoformat(text[:10])
+    except (TypeError, ValueError):
+        return None
+
+
+def price_vintage_notes(chosen: HourlyPrice, ranked: list[HourlyPrice], newest: str | None) -> tuple[list[str], list[str]]:
+    """(reason notes, warnings) for a ranking: estimated prices ranked against published ones, prices of
+    vintages more than MAX_PRICE_AGE_DAYS apart, and prices that old against the catalog's newest."""
+    reasons: list[str] = []
+    if any(p.estimated != chosen.estimated for p in ranked):
+        reasons.append("ranked an estimated price against published ones" if chosen.estimated
+                       else "ranked against estimated prices")
+    days = sorted(d for d in (_day(p.date) for p in [chosen, *ranked]) if d)
+    if days and (days[-1] - days[0]).days > MAX_PRICE_AGE_DAYS:
+        reasons.append(f"prices of different vintages ranked together ({days[0]} to {days[-1]})")
+    warnings: list[str] = []
+    latest = _day(newest or "")
+    chosen_day = _day(chosen.date)
+    if latest and chosen_day and (latest - chosen_day).days > MAX_PRICE_AGE_DAYS:
+        warnings.append(f"price dated {chosen_day} is {(latest - chosen_day).days} days older than the catalog's "
+                        f"newest ({latest}); refresh it with `gpuplan catalog refresh`")
+    return reasons, warnings

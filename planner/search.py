@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from planner.candidates import Candidate, Miss
 from planner.catalog import Catalog, InstanceType
-from planner.cost import HourlyPrice, deploy_target, hourly_price, usd_per_million_tokens
+from planner.cost import HourlyPrice, deploy_target, hourly_price, price_vintage_notes, usd_per_million_tokens
 from planner.errors import InfeasibleError, NearMiss, SpecError
 from planner.plan import (Alternative, Choice, ModelSummary, Plan, PlanCost, PlanLayout, PlanMemory,
                           PlanPerformance, Rejection)
@@ -18,7 +18,6 @@ from planner.units import HOURS_PER_MONTH, compute_precision
 ALTERNATIVES = 5
 NEAREST_MISSES = 5
 LONG_RUN_DAYS = 90
-STALE_PRICE_BEFORE = "2025-06"  # AWS cut P4/P5 on-demand prices by up to 45% in June 2025
 
 
 def engine_for(w: Workload, vendor: str) -> str:
@@ -191,15 +190,17 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
                     devices_per_node=cand.itype.accelerators_per_node, device_unit=accel.device_unit, nodes=cand.nodes,
                     deploy_target=target, purchase=w.constraints.purchase, region=w.constraints.region,
                     reason=why_chosen(cand, alternatives[0] if alternatives else None, w.kind))
+    ranked = [c.price for c in alternatives + also_feasible]
+    vintage_reasons, vintage_warnings = price_vintage_notes(cand.price, ranked, catalog.newest_price_date)
+    if vintage_reasons:
+        choice.reason += "; " + "; ".join(vintage_reasons)
     memory = PlanMemory(per_device_bytes=cand.memory.as_dict(), required_per_device_bytes=required,
                         usable_per_device_bytes=cand.usable_bytes, device_memory_bytes=accel.memory_bytes,
                         headroom_fraction=1 - required / accel.memory_bytes)
     warnings: list[str] = []
     if cand.price.estimated:
         warnings.append(f"price is an estimate: {cand.price.source}")
-    if cand.price.date and cand.price.date[:4].isdigit() and cand.price.date < STALE_PRICE_BEFORE:
-        warnings.append(f"price dated {cand.price.date}, before AWS's June 2025 GPU price cuts; "
-                        "refresh it with `gpuplan catalog refresh`")
+    warnings += vintage_warnings
     if w.kind == "inference":
         aggregate = cand.output_tokens_per_s
         layout = PlanLayout(tensor_parallel=cand.tp, pipeline_parallel=cand.pp, data_parallel=1,

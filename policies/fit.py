@@ -72,6 +72,19 @@ def _serving_facts(resource: Resource, resources: list[Resource], strict: bool) 
     return facts, [f"{model.name}: {problem}" for problem in facts.problems]
 
 
+def _untagged_serving(resource: Resource, facts: ServingFacts | None) -> TaggedWorkload | None:
+    """The least an engine container needs (its model's weights, one sequence of its context), for an
+    endpoint that carries no gpuplan tags: enough to block a model that cannot fit at all."""
+    if facts is None or facts.preset is None:
+        return None
+    arch = presets()[facts.preset]
+    return TaggedWorkload(workload=resource.name, kind="inference", model=facts.preset, architecture=arch,
+                          precision=facts.precision or "bf16",
+                          layout={"tp": facts.tp or 1, "pp": facts.pp, "batch": facts.batch or 1, "nodes": 1},
+                          details={"ctx": facts.context_tokens or min(arch.max_context_tokens or 4096, 4096), "kv": "fp16"},
+                          headroom=0.0, environment="", region="")
+
+
 def _same(a, b) -> bool:
     return a.model_dump(exclude={"source"}) == b.model_dump(exclude={"source"})
 
@@ -135,9 +148,17 @@ def accelerator_memory_fits(resources: list[Resource], config: dict, catalog: Ca
         except TagError as exc:
             yield Finding(f"{resource.name}: {exc}", tags_of(resource).get(PREFIX + "workload"), resource.name)
             continue
-        if tagged is None:
-            continue  # accelerator-resource-planned reports untagged accelerator resources
         facts, problems = _serving_facts(resource, resources, strict)
+        if tagged is None:
+            # Untagged: accelerator-resource-planned reports it when the type is accelerated. A container
+            # that loads a known model is sized from its own facts all the same, whatever the type.
+            untagged = _untagged_serving(resource, facts)
+            if untagged is not None:
+                for message in problems:
+                    yield Finding(f"{resource.name}: {message}", None, resource.name)
+                yield from _fits(resource, untagged, slots, catalog, float(config.get("minHeadroom", 0.0)),
+                                 facts.memory_fraction or 1.0)
+            continue
         exported = training_exports(resource) if resource.type == LAUNCH_TEMPLATE else {}
         count = sizes.get(resource.name) if resource.type == LAUNCH_TEMPLATE else None
         if resource.type in ENDPOINT_CONFIGS or resource.type == ASG:

@@ -234,7 +234,6 @@ def test_malformed_input_is_refused_naming_file_and_field(case, tmp_path):
         where = f"{command} {case.id}: {result.output[-600:]}"
         assert result.exception is None or isinstance(result.exception, SystemExit), (where, result.exception)
         assert result.exit_code == 2, where
-        message = result.output.strip().splitlines()[-1] if command != "check" else result.output
         assert "Traceback" not in result.output and len(result.output) < 4000, where
         assert named in result.output, where
         if case.path:

@@ -117,3 +117,16 @@ def test_a_custom_architecture_is_checked_from_its_own_tag(tmp_path):
     stack_file = write_yaml(tmp_path / "Pulumi.dev.yaml", {"config": config})
     result = CliRunner().invoke(app, ["check", str(stack_file)])
     assert result.exit_code == 0, result.output  # `gpuplan check` no longer refuses custom architectures
+
+
+def test_an_untagged_endpoint_is_sized_from_its_container():
+    """Found by the property above: with its gpuplan tags stripped, a 70B container on ml.m5.xlarge (no
+    accelerator, not in the catalog) passed. The container's own model and limits now size it."""
+    for instance_type, blocked in (("ml.m5.xlarge", True), ("ml.p4de.24xlarge", False)):
+        resources = [Resource(r.type, r.name, copy.deepcopy(r.props), r.urn, r.parent, r.dependencies) for r in BASE]
+        config = named(resources, "chat-70b-config")
+        config.props["productionVariants"][0]["instanceType"] = instance_type
+        config.props["tags"] = {k: v for k, v in config.props["tags"].items() if not k.startswith("gpuplan:")}
+        found = [v for v in evaluate(resources) if v.level == "mandatory" and v.resource == "chat-70b-config"
+                 and v.policy == "accelerator-memory-fits"]
+        assert bool(found) == blocked, (instance_type, found)

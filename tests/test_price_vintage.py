@@ -1,0 +1,47 @@
+"""Prices of one vintage (issue 16, in part): a plan says when it ranked an estimated price against
+published ones or prices set more than MAX_PRICE_AGE_DAYS apart, and warns once when its own price is
+that much older than the catalog's newest."""
+
+from __future__ import annotations
+
+from planner.catalog import bundled, with_overlay
+from planner.cost import MAX_PRICE_AGE_DAYS, HourlyPrice, price_vintage_notes
+from planner.search import plan_workload
+from tests.conftest import workload
+
+CHAT_70B = {"kind": "inference", "model": {"preset": "llama-3.1-70b"},
+            "serving": {"max_context_tokens": 8192, "concurrent_requests": 32, "target_output_tokens_per_s": 1000,
+                        "max_time_to_first_token_ms": 2000, "max_inter_token_latency_ms": 80}}
+
+
+def test_the_issue_case_says_it_ranked_an_estimate_against_an_older_published_price():
+    """ml.p4de.24xlarge (EC2 × markup, 2025-11-30) beat ml.p4d.24xlarge (published, 2024): said so."""
+    plan = plan_workload(workload(**CHAT_70B), bundled())
+    assert plan.choice.instance_type == "p4de.24xlarge" and plan.cost.price_estimated
+    assert "ranked an estimated price against published ones" in plan.choice.reason
+    assert "prices of different vintages ranked together (2024-03-26 to 2025-11-30)" in plan.choice.reason
+
+
+def test_notes_follow_the_prices():
+    new, old = HourlyPrice(1.0, "s", "2025-11-30"), HourlyPrice(1.0, "s", "2024-12-01")
+    assert price_vintage_notes(new, [HourlyPrice(2.0, "s", "2025-10-01")], "2025-11-30") == ([], [])
+    reasons, warnings = price_vintage_notes(old, [new], "2025-11-30")
+    assert reasons == ["prices of different vintages ranked together (2024-12-01 to 2025-11-30)"]
+    assert warnings == ["price dated 2024-12-01 is 364 days older than the catalog's newest (2025-11-30); "
+                        "refresh it with `gpuplan catalog refresh`"]
+    estimated = HourlyPrice(1.0, "s", "2025-11-30", estimated=True)
+    assert price_vintage_notes(new, [estimated], None)[0] == ["ranked against estimated prices"]
+    edge = HourlyPrice(1.0, "s", "2025-06-03")  # exactly MAX_PRICE_AGE_DAYS before
+    assert MAX_PRICE_AGE_DAYS == 180 and price_vintage_notes(edge, [], "2025-11-30") == ([], [])
+
+
+def test_a_stale_chosen_price_is_warned_once():
+    catalog = with_overlay(bundled(), {"instance_types": [{
+        **bundled().instance("g6e.xlarge").model_dump(exclude_none=True),
+        "prices": {"us-east-1": {"ec2": {"on_demand": 0.5, "source": "old list", "date": "2024-01-15"}}}}]}, "o.yaml")
+    plan = plan_workload(workload(kind="inference", model={"preset": "llama-3.1-8b"},
+                                  constraints={"deploy_target": "ec2", "families": ["g6e"]}), catalog)
+    assert plan.choice.instance_type == "g6e.xlarge"
+    stale = [w for w in plan.warnings if "older than the catalog's newest" in w]
+    assert stale == ["price dated 2024-01-15 is 685 days older than the catalog's newest (2025-11-30); "
+                     "refresh it with `gpuplan catalog refresh`"]
