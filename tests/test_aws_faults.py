@@ -169,3 +169,13 @@ def test_every_client_carries_the_budget():
     assert (config.connect_timeout, config.read_timeout) == (aws.CONNECT_TIMEOUT_S, aws.READ_TIMEOUT_S)
     assert config.retries == {"mode": "standard", "total_max_attempts": aws.MAX_ATTEMPTS}
     assert aws.MAX_ATTEMPTS * (aws.CONNECT_TIMEOUT_S + aws.READ_TIMEOUT_S) < BUDGET_S
+
+
+def test_the_issue_price_drop_is_flagged():
+    """−97.8 % on g5.xlarge, as the issue saw it accepted silently."""
+    base = bundled()
+    fresh = base.model_copy(deep=True)
+    prices = fresh.instance("g5.xlarge").prices["us-east-1"]["ec2"]
+    prices.on_demand = round(prices.on_demand * 0.022, 6)
+    flags = review(base, fresh)
+    assert [(f.instance_type, f.region, f.service, f.field) for f in flags] == [("g5.xlarge", "us-east-1", "ec2", "on_demand")]

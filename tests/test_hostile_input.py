@@ -164,3 +164,41 @@ def test_many_workloads_share_searches_and_report_progress(tmp_path):
     import json
 
     assert [p["workload"] for p in json.loads(result.stdout)["plans"]] == [f"m{i}" for i in range(25)]
+
+
+def test_the_repository_stands_alone():
+    """Nothing in the product or its tests points at ../shared, which a user's clone does not have."""
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    this = "tests/test_hostile_input.py"
+    hits = [name for name in tracked if name != this and (ROOT / name).is_file()
+            and "../shared" in (ROOT / name).read_text(errors="ignore")]
+    assert hits == []
+
+
+def test_pinned_replicas_that_need_more_nodes_than_allowed_are_infeasible(tmp_path):
+    """`replicas: 8` on one g6e.xlarge used to plan 8× the throughput one instance gives."""
+    path = write_yaml(tmp_path / "w.yaml", {"workloads": [{**LLAMA_8B, "layout": {"replicas": 8},
+                                                             "constraints": {"instance_types": ["g6e.xlarge"],
+                                                                             "max_nodes": 1}}]})
+    code, output = plan(path)
+    assert code == 1 and "g6e.xlarge: needs 8 nodes at TP 1 × PP 1, over max_nodes 1" in output, output
+
+
+@pytest.mark.parametrize("overlay_text", ["fsx: \"false\"", "maxInstanceCount: 2.5"])
+def test_deployment_values_are_not_coerced(tmp_path, overlay_text):
+    import yaml
+
+    from tests.conftest import ROOT
+
+    stack = yaml.safe_load((ROOT / "Pulumi.example.yaml").read_text())
+    key, value = overlay_text.split(": ")
+    target = "pretrain-70b" if key == "fsx" else "chat-70b"
+    stack["config"]["gpuplan:deployments"][target][key] = yaml.safe_load(value)
+    path = write_yaml(tmp_path / "Pulumi.dev.yaml", stack)
+    for command in (["plan", str(path)], ["check", str(path)]):
+        result = CliRunner().invoke(app, command)
+        assert result.exit_code == 2 and f"gpuplan:deployments.{target}.{key}" in result.output, result.output
