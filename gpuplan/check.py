@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from planner import PlanSet, plan_workloads
 from planner import catalog as catalog_mod
 from planner.errors import SpecError
-from planner.spec import STACK_CATALOG_KEY, STACK_KEY, WorkloadFile, load_workloads, read_yaml
+from planner.spec import STACK_CATALOG_KEY, STACK_KEY, WorkloadFile, load_workloads
 
 # Stand-ins for the environment inputs a real deployment supplies; no rule reads them.
 OFFLINE_VPC, OFFLINE_SUBNET, OFFLINE_MODEL = "vpc-offline", "subnet-offline", "offline/model-not-deployed"
@@ -41,14 +41,13 @@ class CheckReport(BaseModel):
     notes: list[str] = []  # stand-ins used for settings the stack does not have yet
 
 
-def program_config(path: str | Path, spec: WorkloadFile, stand_ins: list[str] | None = None) -> dict:
+def program_config(spec: WorkloadFile, stand_ins: list[str] | None = None) -> dict:
     """The stack config the program runs with: a stack file's own, or a workload file's workloads with
     stand-ins for the environment inputs that only a real deployment needs. With `stand_ins` (a list
     to report into), a stack file's missing model source and network get stand-ins too: pricing and
     sizing a change does not need them, deploying it does."""
-    data = read_yaml(path)
-    if isinstance(data, dict) and "config" in data and "workloads" not in data:
-        config = dict(data["config"] or {})
+    if spec.stack_config is not None:
+        config = dict(spec.stack_config)
         if spec.catalog:
             config[STACK_CATALOG_KEY] = spec.catalog
         if stand_ins is not None:
@@ -81,18 +80,19 @@ def _fill_stand_ins(config: dict, spec: WorkloadFile, notes: list[str]) -> None:
         notes.append("no gpuplan:vpcId / gpuplan:subnetIds yet; training clusters checked in a stand-in subnet")
 
 
-def validate_deployments(path: str | Path, spec: WorkloadFile) -> None:
-    """A stack file's gpuplan:deployments, read as the program reads them, so `plan` and `cost` refuse
-    a wrongly typed setting as `pulumi up` would (SpecError naming the key as written)."""
+def validate_deployments(path: str | Path, spec: WorkloadFile) -> dict:
+    """A stack file's gpuplan:deployments, read as the program reads them, so `plan`, `cost` and
+    `preflight` refuse a wrongly typed setting as `pulumi up` would (SpecError naming the key as
+    written). Workload name → Deployment; empty for a workload file."""
     from components.config import read_deployments
 
-    data = read_yaml(path)
-    if isinstance(data, dict) and isinstance(data.get("config"), dict) and "workloads" not in data:
-        try:
-            read_deployments(data["config"].get("gpuplan:deployments"), [w.name for w in spec.workloads])
-        except ValueError as exc:  # "<key as written>: <what is wrong>"
-            key, _, message = str(exc).partition(": ")
-            raise SpecError(message, path=f"config.{key}", file=str(path)) from None
+    if spec.stack_config is None:
+        return {}
+    try:
+        return read_deployments(spec.stack_config.get("gpuplan:deployments"), [w.name for w in spec.workloads])
+    except ValueError as exc:  # "<key as written>: <what is wrong>"
+        key, _, message = str(exc).partition(": ")
+        raise SpecError(message, path=f"config.{key}", file=str(path)) from None
 
 
 def check_file(path: str | Path, policy_config: dict | None = None, spec: WorkloadFile | None = None,
@@ -110,7 +110,7 @@ def check_file(path: str | Path, policy_config: dict | None = None, spec: Worklo
     plans = plans or plan_workloads(spec)  # SpecError / InfeasibleError surface here, with the planner's messages
     try:
         notes: list[str] | None = [] if stand_ins else None
-        recorder = synthesize(program_config(path, spec, notes), preview=strict)
+        recorder = synthesize(program_config(spec, notes), preview=strict)
     except pulumi.RunError as exc:
         raise SpecError(str(exc), file=str(path)) from None
     resources = [Resource(r.type, r.name, r.inputs, r.urn, r.parent, r.dependencies) for r in recorder.resources]

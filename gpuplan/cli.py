@@ -328,20 +328,19 @@ def preflight(file: Path = FileArg, region: Optional[str] = RegionOpt, catalog: 
 
     from planner import aws, plan_workloads
     from planner import catalog as catalog_mod
-    from planner.spec import load_workloads, read_yaml
+    from gpuplan.check import validate_deployments
+    from planner.spec import load_workloads
 
     spec = guarded(lambda: load_workloads(file))
+    deployments = guarded(lambda: validate_deployments(file, spec))
     plans = guarded(lambda: plan_workloads(spec, catalog, region))
-    data = read_yaml(file)  # read once already by load_workloads, so it parses
-    config = data.get("config") if isinstance(data, dict) and isinstance(data.get("config"), dict) else {}
-    subnet_ids = config.get("gpuplan:subnetIds")
+    subnet_ids = (spec.stack_config or {}).get("gpuplan:subnetIds")
     default_subnet = subnet or (subnet_ids[0] if isinstance(subnet_ids, list) and subnet_ids else None)
-    deployments = config.get("gpuplan:deployments") if isinstance(config.get("gpuplan:deployments"), dict) else {}
-    subnets = {w.name: (deployments.get(w.name) if isinstance(deployments.get(w.name), dict) else {}).get("subnetId")
-               or default_subnet for w in spec.workloads}
+    subnets = {w.name: (deployments[w.name].subnet_id if w.name in deployments else None) or default_subnet
+               for w in spec.workloads}
     cat = guarded(lambda: catalog_mod.load(catalog or spec.catalog))
     try:
-        checks = aws.preflight(plans.plans, cat, {k: v for k, v in subnets.items() if isinstance(v, str)})
+        checks = aws.preflight(plans.plans, cat, {k: v for k, v in subnets.items() if v})
     except aws.AwsError as exc:
         fail(str(exc), 2)
     table = Table("workload", "check", "required", "available", "ok", box=None)

@@ -12,7 +12,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, model_validator
 
-from planner.errors import SpecError, shown
+from planner.errors import SpecError, field_path, shown
 from planner.strict import StrictModel
 from planner.units import MIB
 
@@ -215,17 +215,6 @@ def _sharded(itype: InstanceType, accel: Accelerator) -> tuple[InstanceType, Acc
     return itype.model_copy(update={"accelerators_per_node": itype.accelerators_per_node * n}), accel.sharding_device()
 
 
-def _field_path(loc: tuple) -> str:
-    """`instance_types[0].tflops.bf16`, as the user wrote it (pydantic's dict-key markers dropped)."""
-    path = ""
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        elif part != "[key]":
-            path += f".{part}" if path else str(part)
-    return path
-
-
 def _explain(error: dict) -> str:
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
@@ -243,7 +232,7 @@ def _validated(model: type[BaseModel], data: object, file: str):
         return model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise SpecError(_explain(err), path=_field_path(err["loc"]), file=file) from None
+        raise SpecError(_explain(err), path=field_path(err["loc"]), file=file) from None
 
 
 class Overlay(BaseModel):

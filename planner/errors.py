@@ -8,6 +8,18 @@ from typing import Any
 SHOWN_CHARS = 60  # a value echoed in a message: enough to recognise, never a 10 MB paste
 
 
+def field_path(loc: tuple) -> str:
+    """A pydantic error location as the user wrote it: `workloads[0].serving.prompt_tokens`, with
+    pydantic's own markers (validator names, literal tags, dict-key slots) dropped."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part != "[key]" and not str(part).startswith(("function-", "literal[")):
+            path += f".{part}" if path else str(part)
+    return path
+
+
 def shown(value: Any) -> str:
     """repr(value), cut to SHOWN_CHARS with an ellipsis."""
     text = repr(value)

@@ -11,7 +11,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from planner.errors import SHOWN_CHARS, SpecError, shown
+from planner.errors import SHOWN_CHARS, SpecError, field_path, shown
 from planner.presets import Architecture, presets
 from planner.strict import StrictModel
 
@@ -173,6 +173,13 @@ class Workload(_Section):
 class WorkloadFile(_Section):
     workloads: list[Workload] = Field(min_length=1)
     catalog: str | None = None
+    # A stack file's whole `config:` (deployments, network, ...), kept so no caller reads the file twice.
+    _stack_config: dict | None = PrivateAttr(default=None)
+
+    @property
+    def stack_config(self) -> dict | None:
+        """The Pulumi stack config this file is, or None for a workload file."""
+        return self._stack_config
 
     @model_validator(mode="after")
     def _unique_names(self) -> "WorkloadFile":
@@ -181,16 +188,6 @@ class WorkloadFile(_Section):
         if dupes:
             raise ValueError(f"workload names must be unique; repeated: {', '.join(dupes)}")
         return self
-
-
-def _field_path(loc: tuple) -> str:
-    path = ""
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        elif not str(part).startswith(("function-", "literal[")):
-            path += f".{part}" if path else str(part)
-    return path
 
 
 _SECTION_FIELDS = {name: set(model.model_fields) for name, model in
@@ -226,7 +223,7 @@ def parse_workloads(data: Any, file: str, keys: dict[str, str] | None = None) ->
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = (keys.get(first["loc"][0], first["loc"][0]), *first["loc"][1:]) if first["loc"] else ()
-        raise SpecError(_explain(first), path=_field_path(loc), file=file) from None
+        raise SpecError(_explain(first), path=field_path(loc), file=file) from None
     for index, workload in enumerate(parsed.workloads):
         workload._file, workload._path = file, f"{keys.get('workloads', 'workloads')}[{index}]"
     return parsed
@@ -334,16 +331,18 @@ def _in_region(workload: Any, index: int, region: Any) -> Any:
 def load_workloads(path: str | Path) -> WorkloadFile:
     """Read a workload YAML or a Pulumi stack file (`Pulumi.<stack>.yaml`)."""
     data = read_yaml(path)
-    keys = None
+    keys, config = None, None
     try:
         if isinstance(data, dict) and "config" in data and "workloads" not in data:
-            if not isinstance(data["config"] or {}, dict):
+            config = data["config"] or {}
+            if not isinstance(config, dict):
                 raise SpecError("must be a mapping of config keys", path="config")
-            data, keys = stack_document(data["config"] or {}), STACK_DOCUMENT_KEYS
+            data, keys = stack_document(config), STACK_DOCUMENT_KEYS
     except SpecError as exc:
         exc.file = str(path)
         raise
     parsed = parse_workloads(data, str(path), keys)
+    parsed._stack_config = config
     if parsed.catalog is not None:
         parsed.catalog = str((Path(path).parent / parsed.catalog))
     return parsed

@@ -6,7 +6,6 @@ without (credentials, a profile, a well-formed endpoint URL) stops the command (
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -46,19 +45,18 @@ def client(service: str, region: str):
         raise AwsError(f"{str(exc)[:200]} (check AWS_ENDPOINT_URL)") from None
 
 
-_TAGS = re.compile(r"<[^>]+>")
+def _throttled(code: str) -> bool:
+    return "Throttl" in code or code in ("RequestLimitExceeded", "TooManyRequestsException")
 
 
 def _reason(exc: Exception) -> str:
-    """One short line for a failed call: never a raw HTML error page or a 10 kB body."""
+    """One short line for a failed call: never a raw body (botocore's parser errors quote it whole;
+    its ClientError for an HTML error page already carries only the status line)."""
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         code, message = str(error.get("Code") or status or "error"), str(error.get("Message") or "")
-        if _TAGS.search(message) or _TAGS.search(code):
-            message = "an HTML error page, not an AWS API answer"
-            code = f"HTTP {status}" if status else "error"
-        if "Throttl" in code or code in ("RequestLimitExceeded", "TooManyRequestsException"):
+        if _throttled(code):
             return f"throttled by AWS ({code}) after {MAX_ATTEMPTS} attempts"
         text = f"{code}: {' '.join(message.split())}" if message else code
         return text if len(text) <= 200 else text[:197] + "..."
@@ -128,8 +126,8 @@ def _whole_source(exc: ClientError) -> bool:
     """Denied, throttled or broken: every later call to the same endpoint would fail the same way."""
     code = str(exc.response.get("Error", {}).get("Code", ""))
     status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-    return status >= 500 or status in (401, 403, 429) or "Throttl" in code or "Denied" in code \
-        or "Unauthorized" in code or code in ("RequestLimitExceeded", "InvalidClientTokenId", "AuthFailure")
+    return status >= 500 or status in (401, 403, 429) or _throttled(code) or "Denied" in code \
+        or "Unauthorized" in code or code in ("InvalidClientTokenId", "AuthFailure")
 
 
 def _title(operation: str) -> str:
