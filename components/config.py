@@ -40,7 +40,7 @@ class Deployment(BaseModel):
     subnet_id: str | None = None
     capacity_reservation_id: str | None = None
     capacity_block_id: str | None = None
-    fsx: bool = False
+    fsx: bool | None = None  # None: provision FSx for Lustre when the plan sizes it
     fsx_import_path: str | None = None
     ami_id: str | None = Field(default=None, pattern=r"^ami-[0-9a-f]{8,17}$")
     ami_parameter: str | None = Field(default=None, pattern=r"^/")

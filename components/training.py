@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 from dataclasses import dataclass
 
 import pulumi
@@ -12,13 +11,9 @@ import pulumi_aws as aws
 
 from components import settings
 from planner.catalog import InstanceType
-from planner.plan import Plan
+from planner.plan import Plan, PlanFsx
 
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
-# FSx for Lustre PERSISTENT_2 (SSD) at 250 MB/s per TiB; valid sizes are 1,200 GiB, 2,400 GiB, then
-# steps of 2,400 GiB (FSx for Lustre API, CreateFileSystem StorageCapacity).
-FSX_MB_S_PER_TIB = 250
-FSX_FIRST_GIB, FSX_STEP_GIB = 1200, 2400
 FSX_MOUNT_POINT = "/fsx"
 FSX_BACKUP_DAYS = 7
 # Families whose EFA does GPU-direct RDMA (EFA docs: P4d, P4de, P5*, Trn1*); on G families EFA moves
@@ -29,9 +24,6 @@ RDMA_FAMILIES = {"p4d", "p4de", "p5", "p5e", "p5en", "trn1", "trn1n"}
 CAPACITY_WAIT_BASE_MIN, CAPACITY_WAIT_PER_NODE_MIN, CAPACITY_WAIT_MAX_MIN = 10, 1, 60
 CLUSTER_TAG = "gpuplan:cluster"
 NODE_TAGS = {"gpuplan:workload", "gpuplan:kind", "gpuplan:environment", "gpuplan:region"}
-# Bytes read per training token: tokenised corpora store 2-4 B per token id; 4 keeps a margin
-# for shuffling and packing (domain.md: the input pipeline must keep up with tokens/s).
-INPUT_BYTES_PER_TOKEN = 4
 
 
 @dataclass
@@ -45,7 +37,7 @@ class TrainingClusterArgs:
     ami_parameter: str | None = None
     capacity_reservation_id: str | None = None  # an On-Demand Capacity Reservation
     capacity_block_id: str | None = None  # a Capacity Block for ML reservation
-    fsx: bool = False
+    fsx: bool | None = None  # None: what the plan's storage says; True / False: always / never
     fsx_import_path: str | None = None  # s3:// prefix linked to /fsx/data
     protect: bool = False
     root_volume_gb: int | None = None
@@ -57,10 +49,22 @@ class TrainingClusterArgs:
             raise ValueError("a training cluster needs vpc_id and subnet_id")
         if self.plan.choice.nodes > 1 and not self.instance.efa:
             raise ValueError(f"{self.instance.name} has no EFA; a {self.plan.choice.nodes}-node cluster needs it")
+        if self.plan.choice.purchase == "capacity-block" and not self.capacity_block_id:
+            raise ValueError(f"the plan buys a Capacity Block for ML ({self.plan.choice.nodes} × "
+                             f"{self.plan.choice.instance_type}): purchase one (`gpuplan preflight` lists offerings) "
+                             "and set capacityBlockId")
         if self.capacity_reservation_id and self.capacity_block_id:
             raise ValueError("capacityReservationId and capacityBlockId are alternatives; give one")
-        if self.fsx_import_path and not self.fsx:
-            raise ValueError("fsxImportPath links an S3 prefix to the FSx file system: set fsx: true as well")
+        if self.fsx_import_path and not self.wants_fsx:
+            raise ValueError("fsxImportPath links an S3 prefix to the FSx file system, which this plan does not need "
+                             "(S3 streaming is enough): set fsx: true as well, or drop fsxImportPath")
+
+    @property
+    def wants_fsx(self) -> bool:
+        """The plan sizes storage (planner/storage.py): FSx when S3 streaming cannot carry the run."""
+        if self.fsx is not None:
+            return self.fsx
+        return self.plan.storage is not None and self.plan.storage.recommendation == "fsx"
 
 
 def network_interfaces(instance: InstanceType, subnet_id: str, security_group_id) -> list[dict]:
@@ -137,11 +141,11 @@ def user_data(plan: Plan, instance: InstanceType, cluster: str, fsx: tuple[str, 
     return "\n".join(lines) + "\n"
 
 
-def fsx_capacity_gib(plan: Plan) -> int:
-    """The smallest valid PERSISTENT_2 size whose throughput keeps up with the input pipeline."""
-    needed_mb_s = plan.performance.training_tokens_per_s * INPUT_BYTES_PER_TOKEN / 1e6
-    gib = math.ceil(needed_mb_s / FSX_MB_S_PER_TIB * 1024)
-    return FSX_FIRST_GIB if gib <= FSX_FIRST_GIB else int(math.ceil(gib / FSX_STEP_GIB) * FSX_STEP_GIB)
+def fsx_sizing(plan: Plan) -> PlanFsx:
+    """The file system the plan sized: deployment type, throughput tier and capacity (planner/storage.py)."""
+    if plan.storage is None:
+        raise ValueError(f"plan {plan.workload} has no storage section; re-plan it with this gpuplan version")
+    return plan.storage.fsx
 
 
 # What the discovery script needs beyond SSM's managed policy: list the running instances
@@ -181,10 +185,11 @@ class TrainingCluster(pulumi.ComponentResource):
 
         self.filesystem = None
         fsx_mount = None
-        if args.fsx:
+        if args.wants_fsx:
+            sizing = fsx_sizing(plan)
             self.filesystem = aws.fsx.LustreFileSystem(
-                f"{name}-fsx", storage_capacity=fsx_capacity_gib(plan), subnet_ids=args.subnet_id,
-                deployment_type="PERSISTENT_2", per_unit_storage_throughput=FSX_MB_S_PER_TIB,
+                f"{name}-fsx", storage_capacity=sizing.storage_capacity_gib, subnet_ids=args.subnet_id,
+                deployment_type=sizing.deployment_type, per_unit_storage_throughput=sizing.per_unit_storage_throughput,
                 security_group_ids=[self.security_group.id], automatic_backup_retention_days=FSX_BACKUP_DAYS,
                 copy_tags_to_backups=True, skip_final_backup=False, final_backup_tags=tags,
                 tags=tags, opts=kept)
@@ -235,9 +240,22 @@ class TrainingCluster(pulumi.ComponentResource):
                             "Auto Scaling group reports InsufficientInstanceCapacity, reserve a Capacity Block for ML "
                             "(`gpuplan preflight` lists offerings) and set capacityBlockId", resource=self)
         self.launch_template = aws.ec2.LaunchTemplate(f"{name}-lt", opts=template_opts, **template)
+        version = self.launch_template.latest_version.apply(str)
+        launch = {"launch_template": {"id": self.launch_template.id, "version": version}}
+        if plan.choice.purchase == "spot" and not reservation:
+            # Spot through the group's instances distribution (EC2 Auto Scaling guide, "Auto Scaling groups with
+            # multiple instance types and purchase options"): all capacity spot, capacity-optimized placement,
+            # and rebalancing that launches a replacement on the rebalance signal, before the interruption.
+            launch = {"mixed_instances_policy": {
+                "launch_template": {"launch_template_specification": {"launch_template_id": self.launch_template.id,
+                                                                      "version": version}},
+                "instances_distribution": {"on_demand_base_capacity": 0,
+                                           "on_demand_percentage_above_base_capacity": 0,
+                                           "spot_allocation_strategy": "capacity-optimized"}},
+                "capacity_rebalance": True}
         self.nodes = aws.autoscaling.Group(
             f"{name}-nodes", desired_capacity=plan.choice.nodes, min_size=plan.choice.nodes, max_size=plan.choice.nodes,
-            launch_template={"id": self.launch_template.id, "version": self.launch_template.latest_version.apply(str)},
+            **launch,
             vpc_zone_identifiers=[args.subnet_id], placement_group=self.placement_group.id,
             wait_for_capacity_timeout=capacity_wait_timeout(plan.choice.nodes),
             # a new launch template version (an AMI pinned by amiId, a re-plan) replaces the nodes

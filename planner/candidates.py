@@ -50,6 +50,8 @@ class Candidate:
     checkpointing: str | None = None
     output_tokens_per_s: float | None = None  # serving: aggregate over replicas at their own batches
     sequences_in_flight: int | None = None
+    purchase: str = "on-demand"  # the option the objective was priced at
+    wall_s: float | None = None  # training: time to finish under that option (spot: interruptions included)
 
     @property
     def devices_per_copy(self) -> int:

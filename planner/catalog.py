@@ -91,14 +91,54 @@ class Accelerator(StrictModel):
         return None if tflops is None else tflops * 1e12
 
 
+class Provenance(StrictModel):
+    """Where one figure of a Price came from, when it is not the Price's own source."""
+    source: str
+    date: str = ""
+    note: str = ""
+
+
 class Price(StrictModel):
+    """One service's prices of one type in one region, USD per instance-hour. Commitment rates are
+    the effective hourly rate of the no-upfront term: reserved_* a Standard Reserved Instance,
+    savings_plan_* an EC2 Instance (or SageMaker) Savings Plan; capacity_block the Capacity Block
+    for ML reservation fee per instance-hour."""
     on_demand: float | None = Field(default=None, ge=0)
     spot: float | None = Field(default=None, ge=0)
     reserved_1y: float | None = Field(default=None, ge=0)
     reserved_3y: float | None = Field(default=None, ge=0)
+    savings_plan_1y: float | None = Field(default=None, ge=0)
+    savings_plan_3y: float | None = Field(default=None, ge=0)
+    capacity_block: float | None = Field(default=None, ge=0)
+    # Spot Instance Advisor's frequency of interruption: the share of instances reclaimed in a month.
+    spot_interruption: Literal["<5%", "5-10%", "10-15%", "15-20%", ">20%"] | None = None
     source: str = ""
     date: str = ""
     note: str = ""
+    provenance: dict[str, Provenance] = Field(default_factory=dict)  # field -> its own source
+
+    def origin(self, field: str) -> tuple[str, str]:
+        """(source, date) of one figure: its own provenance, else the Price's."""
+        own = self.provenance.get(field)
+        return (own.source, own.date) if own else (self.source, self.date)
+
+
+class Owned(StrictModel):
+    """Buying the node instead of renting it (an overlay's figures): what it costs to own for a year is
+    the capital spread over its lifetime, power drawn every hour of the year, and operations."""
+    capex_usd: float = Field(gt=0)
+    lifetime_years: float = Field(gt=0, le=15)
+    power_kw: float = Field(gt=0, le=1000)  # the node's average draw under load
+    usd_per_kwh: float = Field(gt=0, le=10)
+    pue: float = Field(default=1.0, ge=1, le=5)  # facility power over IT power; 1: billed at the rack
+    opex_usd_per_year: float = Field(default=0, ge=0)  # space, support, staff share
+    source: str = ""
+    date: str = ""
+
+    @property
+    def usd_per_year(self) -> float:
+        return (self.capex_usd / self.lifetime_years + self.opex_usd_per_year
+                + self.power_kw * self.pue * 8760 * self.usd_per_kwh)
 
 
 class InstanceType(StrictModel):
@@ -116,6 +156,7 @@ class InstanceType(StrictModel):
     source_date: str = ""
     prices: dict[str, dict[str, Price]] = Field(default_factory=dict)  # region -> service -> price
     offered_regions: list[str] | None = None  # set by `catalog refresh`; None: unknown
+    owned: Owned | None = None  # overlay: the same node bought outright (rent vs buy)
 
     @model_validator(mode="after")
     def _efa_has_bandwidth(self) -> "InstanceType":

@@ -1,5 +1,6 @@
 """Prices with provenance, and the cost figures of a plan: per hour, per month, per million output
-tokens, per training run; on-demand, spot and reserved; EC2 and SageMaker priced separately."""
+tokens, per training run; on-demand, spot, Reserved Instances, Savings Plans and Capacity Blocks;
+EC2 and SageMaker priced separately."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ from datetime import date
 from planner.catalog import Catalog, InstanceType
 
 PURCHASE_FIELD = {"on-demand": "on_demand", "spot": "spot", "reserved-1y": "reserved_1y",
-                  "reserved-3y": "reserved_3y"}
+                  "reserved-3y": "reserved_3y", "savings-plan-1y": "savings_plan_1y",
+                  "savings-plan-3y": "savings_plan_3y", "capacity-block": "capacity_block"}
+# What `purchase: auto` weighs: for training, the options without a commitment that outlives the run
+# (planner/purchase.py prices spot's interruptions and a block's whole days); serving stays on-demand,
+# its commitments are listed beside the plan, not chosen for it.
+AUTO_OPTIONS = {"training": ("on-demand", "spot", "capacity-block"), "inference": ("on-demand",)}
 
 
 def deploy_target(kind: str, requested: str) -> str:
@@ -19,38 +25,75 @@ def deploy_target(kind: str, requested: str) -> str:
     return "sagemaker" if kind == "inference" else "ec2"
 
 
+def purchase_options(kind: str, requested: str) -> tuple[str, ...]:
+    if requested != "auto":
+        return (requested,)
+    return AUTO_OPTIONS["inference" if kind == "inference" else "training"]
+
+
 @dataclass(frozen=True)
 class HourlyPrice:
     usd_per_hour: float  # one instance
     source: str
     date: str
     estimated: bool = False
+    purchase: str = "on-demand"
+    spot_interruption: str | None = None  # the type's Spot Instance Advisor band, spot only
+
+
+_SAGEMAKER_NONE = {
+    "spot": "SageMaker real-time endpoints have no spot pricing; use purchase on-demand or deploy_target ec2",
+    "reserved-1y": "SageMaker has no Reserved Instances; use savings-plan-1y (SageMaker Savings Plans)",
+    "reserved-3y": "SageMaker has no Reserved Instances; use savings-plan-3y (SageMaker Savings Plans)",
+    "capacity-block": "Capacity Blocks for ML reserve EC2 instances, not SageMaker real-time endpoints",
+}
 
 
 def hourly_price(catalog: Catalog, itype: InstanceType, region: str, target: str, purchase: str) -> HourlyPrice | str:
     """The per-instance price, or the reason there is none (which rejects the type)."""
     field = PURCHASE_FIELD[purchase]
-    if target == "sagemaker" and purchase == "spot":
-        return "SageMaker real-time endpoints have no spot pricing; use purchase on-demand or deploy_target ec2"
+    if target == "sagemaker" and purchase in _SAGEMAKER_NONE:
+        return _SAGEMAKER_NONE[purchase]
     ec2 = itype.price(region, "ec2")
     if target == "sagemaker":
         sm = itype.price(region, "sagemaker")
         value = getattr(sm, field) if sm else None
         if value is not None:
-            return HourlyPrice(value, catalog.source_text(sm.source), sm.date)
-        base = getattr(ec2, field) if ec2 else None
+            source, day = sm.origin(field)
+            return HourlyPrice(value, catalog.source_text(source), day, purchase=purchase)
+        base = getattr(ec2, field) if ec2 and purchase == "on-demand" else None
         if base is None:
-            return f"no {purchase} price for ml.{itype.name} or {itype.name} in {region} in the catalog"
+            return f"no {purchase} price for ml.{itype.name} in {region} in the catalog" + (
+                f" (add one with a catalog overlay: prices.{region}.sagemaker.{field})" if purchase != "on-demand"
+                else f" or {itype.name}")
         ratio, pairs = catalog.sagemaker_markup
         return HourlyPrice(base * ratio, f"estimated: EC2 {purchase} price × {ratio:.3f} (median ml.*/EC2 ratio "
                            f"of {pairs} catalog pairs); EC2 price from {catalog.source_text(ec2.source)}",
-                           ec2.date, estimated=True)
+                           ec2.date, estimated=True, purchase=purchase)
     value = getattr(ec2, field) if ec2 else None
     if value is None:
         if ec2 is None:
             return f"not offered or not priced in {region} (no EC2 price in the catalog)"
         return f"no {purchase} price for {itype.name} in {region} in the catalog (add one with a catalog overlay)"
-    return HourlyPrice(value, catalog.source_text(ec2.source), ec2.date)
+    source, day = ec2.origin(field)
+    return HourlyPrice(value, catalog.source_text(source), day, purchase=purchase,
+                       spot_interruption=ec2.spot_interruption if purchase == "spot" else None)
+
+
+def price_book(catalog: Catalog, itype: InstanceType, region: str, target: str,
+               options: tuple[str, ...]) -> dict[str, HourlyPrice] | str:
+    """Every option's price for one type, or why none of the options has one."""
+    book: dict[str, HourlyPrice] = {}
+    reasons: list[str] = []
+    for option in options:
+        found = hourly_price(catalog, itype, region, target, option)
+        if isinstance(found, str):
+            reasons.append(found)
+        else:
+            book[option] = found
+    if book:
+        return book
+    return reasons[0] if len(reasons) == 1 else f"no {'/'.join(options)} price for {itype.name} in {region}"
 
 
 def usd_per_million_tokens(usd_per_hour: float, tokens_per_s: float) -> float:

@@ -55,6 +55,7 @@ class PlanPerformance(BaseModel):
     achieved_tflops_per_device: float | None = None
     model_flops_utilization: float | None = None
     time_to_train_s: float | None = None
+    wall_clock_s: float | None = None  # time to finish under the chosen purchase (spot: interruptions included)
     bound: str
 
 
@@ -67,6 +68,77 @@ class PlanCost(BaseModel):
     price_source: str
     price_date: str
     price_estimated: bool = False
+
+
+class PurchaseOption(BaseModel):
+    """The chosen layout bought one way: what it costs, how long a run takes, where the price is from."""
+    purchase: str
+    usd_per_hour: float  # all nodes
+    usd_per_month: float | None = None  # serving: the hours it runs; a commitment bills all 730
+    usd_per_training_run: float | None = None
+    wall_clock_s: float | None = None  # training: spot's interruptions included
+    meets_deadline: bool | None = None
+    commitment_years: int | None = None
+    price_source: str
+    price_date: str
+    price_estimated: bool = False
+    note: str = ""
+    chosen: bool = False
+
+
+class PlanFsx(BaseModel):
+    deployment_type: str
+    per_unit_storage_throughput: int  # MB/s per TiB
+    storage_capacity_gib: int
+    throughput_mb_s: float
+    usd_per_month: float
+    price_source: str
+    price_date: str
+    price_estimated: bool = False
+
+
+class PlanStorage(BaseModel):
+    """What training reads and writes, and where: S3 streaming, or FSx for Lustre sized for it."""
+    dataset_bytes: float
+    checkpoint_bytes: float
+    checkpoint_interval_s: float
+    read_mb_s: float
+    write_mb_s: float
+    checkpoint_write_s: float
+    recommendation: str  # "s3" or "fsx"
+    reason: str
+    fsx: PlanFsx  # sized either way: what `fsx: true` provisions when S3 would do
+
+
+class ManagedApi(BaseModel):
+    """Self-hosting against a managed per-token API serving the same model (Amazon Bedrock on-demand)."""
+    service: str
+    model_id: str
+    usd_per_million_input_tokens: float
+    usd_per_million_output_tokens: float
+    price_source: str
+    price_date: str
+    usd_per_request: float  # at the spec's prompt and output lengths
+    self_hosted_usd_per_month_floor: float  # the autoscaling floor running every hour
+    self_hosted_max_requests_per_day: float  # what the floor serves at the spec's peak-to-mean
+    break_even_requests_per_day: float | None  # None: self-hosting never gets cheaper
+    requests_per_day: float | None = None
+    managed_usd_per_month: float | None = None
+    self_hosted_usd_per_month: float | None = None
+    self_hosted_usd_per_million_tokens: float | None = None  # input + output tokens at that traffic
+    managed_usd_per_million_tokens: float | None = None
+    cheaper: str | None = None  # "self-hosted" or "managed", at the stated traffic
+    note: str = ""
+
+
+class OwnedBreakEven(BaseModel):
+    """Buying the node instead of renting it: the utilisation above which owning is cheaper."""
+    owned_type: str
+    purchase: str  # the cloud option compared against
+    owned_usd_per_year: float  # capital over its lifetime, power all year, operations
+    cloud_usd_per_year_at_full_use: float
+    break_even_utilization: float | None  # None: the cloud option is cheaper even at 100%
+    note: str = ""
 
 
 class Alternative(BaseModel):
@@ -113,6 +185,10 @@ class Plan(BaseModel):
     alternatives: list[Alternative] = Field(default_factory=list)
     rejected: list[Rejection] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    purchase_options: list[PurchaseOption] = Field(default_factory=list)
+    storage: PlanStorage | None = None
+    managed: ManagedApi | None = None
+    rent_vs_buy: list[OwnedBreakEven] = Field(default_factory=list)
 
 
 class PlanSet(BaseModel):

@@ -9,6 +9,7 @@ import json
 from rich.console import Console
 from rich.table import Table
 
+from planner.buying_report import managed_lines, markdown_sections, purchase_rows, rent_lines, storage_lines
 from planner.plan import Plan, PlanSet
 from planner.units import GIB
 
@@ -98,6 +99,7 @@ def render_markdown(plans: PlanSet) -> str:
             out += [f"| {a.instance_type} | {a.nodes} | TP {a.tensor_parallel} × PP {a.pipeline_parallel} × DP "
                     f"{a.data_parallel} | {ranking_text(a)} | {a.reason} |" for a in p.alternatives]
             out.append("")
+        out += markdown_sections(p)
         if p.warnings:
             out += [f"> ⚠ {w}" for w in p.warnings] + [""]
         out += ["<details><summary>rejected instance types</summary>", ""]
@@ -133,6 +135,17 @@ def render_table(plans: PlanSet, width: int = 120) -> str:
                 alts.add_row(a.instance_type, str(a.nodes), f"TP {a.tensor_parallel} × PP {a.pipeline_parallel} × "
                              f"DP {a.data_parallel}", ranking_text(a), a.reason)
             console.print(alts)
+        if p.purchase_options:
+            options = Table(box=None, pad_edge=False)
+            for column in ("purchase", "$/h", "cost", "time", "note"):
+                options.add_column(column)
+            for row in purchase_rows(p):
+                options.add_row(*row)
+            console.print(options)
+        for title, lines in (("managed API", managed_lines(p)), ("storage", storage_lines(p)),
+                             ("rent vs buy", rent_lines(p))):
+            for line in lines:
+                console.print(f"  {title}: {line}", highlight=False)
         for w in p.warnings:
             console.print(f"  warning: {w}", highlight=False)
         console.print(f"  {len(p.rejected)} instance types rejected (see --format markdown or json for reasons)")

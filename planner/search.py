@@ -4,9 +4,12 @@ is rejected with its reason. Nothing feasible raises InfeasibleError with the ne
 
 from __future__ import annotations
 
+from planner.buying import purchase_reason, purchase_table, storage_section
 from planner.candidates import Candidate, Miss
+from planner.managed import compare_managed
+from planner.ownership import rent_vs_buy
 from planner.catalog import Catalog, InstanceType
-from planner.cost import HourlyPrice, deploy_target, hourly_price, price_vintage_notes, usd_per_million_tokens
+from planner.cost import HourlyPrice, deploy_target, price_book, price_vintage_notes, purchase_options, usd_per_million_tokens
 from planner.errors import InfeasibleError, NearMiss, SpecError
 from planner.plan import (Alternative, Choice, ModelSummary, Plan, PlanCost, PlanLayout, PlanMemory,
                           PlanPerformance, Rejection)
@@ -26,7 +29,7 @@ def engine_for(w: Workload, vendor: str) -> str:
     return "neuron" if vendor == "aws-neuron" else "vllm"
 
 
-def _type_gate(w: Workload, itype: InstanceType, catalog: Catalog, target: str) -> HourlyPrice | Miss:
+def _type_gate(w: Workload, itype: InstanceType, catalog: Catalog, target: str) -> dict[str, HourlyPrice] | Miss:
     """Rules that rule a type out whatever the layout: filters, precision, engine, price."""
     c = w.constraints
     accel = catalog.accelerator(itype.accelerator)
@@ -57,8 +60,8 @@ def _type_gate(w: Workload, itype: InstanceType, catalog: Catalog, target: str) 
             return Miss(f"{accel.name} has no fp8 KV cache support")
     if itype.offered_regions is not None and c.region not in itype.offered_regions:
         return Miss(f"not offered in {c.region}")
-    price = hourly_price(catalog, itype, c.region, target, c.purchase)
-    return Miss(price) if isinstance(price, str) else price
+    book = price_book(catalog, itype, c.region, target, purchase_options(w.kind, c.purchase))
+    return Miss(book) if isinstance(book, str) else book
 
 
 def plan_workload(w: Workload, catalog: Catalog) -> Plan:
@@ -111,7 +114,7 @@ def search_types(w: Workload, catalog: Catalog, target: str,
             continue
         sharded, device = catalog.sharded(itype)  # NeuronCores on Neuron types, GPUs elsewhere
         pool: list[Candidate] | None = [] if collect is not None else None
-        found = best_inference(w, sharded, device, gate, target, pool) if w.kind == "inference" else \
+        found = best_inference(w, sharded, device, next(iter(gate.values())), target, pool) if w.kind == "inference" else \
             best_training(w, sharded, device, gate, pool)
         if pool:
             collect.extend(c for c in pool if budget is None or c.usd_per_hour * _hours(w) <= budget)
@@ -188,7 +191,7 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
     choice = Choice(instance_type=cand.itype.name, family=cand.itype.family, accelerator=accel.name,
                     accelerator_vendor=accel.vendor, accelerators_per_node=chips,
                     devices_per_node=cand.itype.accelerators_per_node, device_unit=accel.device_unit, nodes=cand.nodes,
-                    deploy_target=target, purchase=w.constraints.purchase, region=w.constraints.region,
+                    deploy_target=target, purchase=cand.purchase, region=w.constraints.region,
                     reason=why_chosen(cand, alternatives[0] if alternatives else None, w.kind))
     ranked = [c.price for c in alternatives + also_feasible]
     vintage_reasons, vintage_warnings = price_vintage_notes(cand.price, ranked, catalog.newest_price_date)
@@ -231,9 +234,9 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
         performance = PlanPerformance(training_tokens_per_s=perf.tokens_per_s, step_time_s=perf.step_time_s,
                                       achieved_tflops_per_device=perf.achieved_tflops_per_device,
                                       model_flops_utilization=perf.model_flops_utilization, time_to_train_s=ttt,
-                                      bound=perf.bound)
+                                      wall_clock_s=cand.wall_s, bound=perf.bound)
         cost = PlanCost(usd_per_hour=cand.usd_per_hour, usd_per_month=cand.usd_per_hour * hours, hours_per_month=hours,
-                        usd_per_training_run=cand.usd_per_hour * ttt / 3600, price_source=cand.price.source,
+                        usd_per_training_run=cand.objective, price_source=cand.price.source,
                         price_date=cand.price.date, price_estimated=cand.price.estimated)
         asked = global_batch_sequences(w)
         if perf.tokens_per_step != asked * t.sequence_length:
@@ -244,6 +247,14 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
                             "training.deadline_hours to trade cost for time")
     if arch.is_moe:
         warnings.append("MoE: all experts are resident on every device; expert parallelism is not modelled")
+    purchases = purchase_table(w, cand, catalog, target)
+    bought = purchase_reason(w, cand, purchases)
+    if bought:
+        choice.reason += "; " + bought
+    if cand.purchase == "spot" and w.kind != "inference" and cand.nodes > 1:
+        warnings.append(f"spot: the estimate assumes a reclaimed node is replaced within restart_minutes "
+                        f"({w.training.restart_minutes:g}); {cand.nodes} spot nodes in one placement group are not "
+                        "guaranteed capacity (Capacity Blocks are)")
     rejected = [Rejection(instance_type=name, reason=m.reason) for name, m in misses.items()]
     rejected += [Rejection(instance_type=c.itype.name, reason=f"feasible but {why_not(c, cand, w.kind)}")
                  for c in also_feasible]
@@ -253,7 +264,10 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
                 choice=choice, layout=layout, memory=memory, performance=performance, cost=cost,
                 engine=engine_for(w, accel.vendor) if w.kind == "inference" else None,
                 max_context_tokens=w.serving.max_context_tokens if w.kind == "inference" else None,
-                alternatives=[_alternative(c, cand, w, hours) for c in alternatives], rejected=rejected, warnings=warnings)
+                alternatives=[_alternative(c, cand, w, hours) for c in alternatives], rejected=rejected, warnings=warnings,
+                purchase_options=purchases, storage=storage_section(w, cand) if w.kind != "inference" else None,
+                managed=compare_managed(w, cand.usd_per_hour, cand.output_tokens_per_s) if w.kind == "inference" else None,
+                rent_vs_buy=rent_vs_buy(catalog, catalog.instance(cand.itype.name), cand.nodes, purchases))
 
 
 def _alternative(c: Candidate, chosen: Candidate, w: Workload, hours: float) -> Alternative:
@@ -262,7 +276,7 @@ def _alternative(c: Candidate, chosen: Candidate, w: Workload, hours: float) -> 
         extra["output_tokens_per_s"] = c.output_tokens_per_s
     else:
         ttt = w.training.tokens / c.perf.tokens_per_s
-        extra.update(time_to_train_s=ttt, usd_per_training_run=c.usd_per_hour * ttt / 3600)
+        extra.update(time_to_train_s=ttt, usd_per_training_run=c.objective)
     return Alternative(instance_type=c.itype.name, nodes=c.nodes, tensor_parallel=c.tp, pipeline_parallel=c.pp,
                        data_parallel=c.dp, replicas=c.replicas, required_per_device_bytes=c.memory.total,
                        usd_per_hour=c.usd_per_hour, usd_per_month=c.usd_per_hour * hours,

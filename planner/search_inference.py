@@ -167,7 +167,7 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
                 return Candidate(itype, accel, price, nodes, tp, pp, 1, spread.replicas, memory_at(nodes), usable,
                                  estimate(spread.peak), usd_per_hour, usd_per_hour, batch_per_replica=spread.peak,
                                  output_tokens_per_s=aggregate_tokens_per_s(spread, estimate, neuron),
-                                 sequences_in_flight=spread.in_flight)
+                                 sequences_in_flight=spread.in_flight, purchase=price.purchase)
 
             cand = candidate_at(good * step)
             if collect is not None:

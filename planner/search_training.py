@@ -10,6 +10,8 @@ from planner.candidates import Candidate, Miss, memory_miss, pinned_tp_miss, ten
 from planner.catalog import Accelerator, InstanceType
 from planner.cost import HourlyPrice
 from planner.memory import TrainingSetup, training_memory
+from planner.purchase import RunQuote, interruptions_per_month, training_quote
+from planner.storage import StoragePlan, plan_storage
 from planner.training_time import (VIRTUAL_PIPELINE_STAGES, TrainingLayout, model_flops_per_token, training_step,
                                    training_work)
 from planner.units import compute_precision
@@ -47,7 +49,30 @@ def global_batch_sequences(w: Workload) -> int:
     tokens = t.global_batch_tokens or DEFAULT_BATCH_TOKENS[w.kind]
     return max(1, round(tokens / t.sequence_length))
 
-def best_training(w: Workload, itype: InstanceType, accel: Accelerator, price: HourlyPrice,
+def run_storage(w: Workload, tokens_per_s: float, nodes: int) -> StoragePlan:
+    t = w.training
+    return plan_storage(w.architecture, method=t.method, precision=w.precision, optimizer=t.optimizer,
+                        lora_rank=t.lora_rank, tokens=t.tokens, tokens_per_s=tokens_per_s, nodes=nodes,
+                        dataset_format=t.dataset_format, checkpoint_interval_s=t.checkpoint_interval_minutes * 60,
+                        max_checkpoint_share=t.max_checkpoint_share, region=w.constraints.region)
+
+
+def run_quotes(w: Workload, book: dict[str, HourlyPrice], nodes: int, train_s: float,
+               tokens_per_s: float) -> tuple[list[RunQuote], list[str]]:
+    """Every priced way to buy this run (cheapest first), and why the others cannot buy it."""
+    storage = run_storage(w, tokens_per_s, nodes)
+    restart_s = w.training.restart_minutes * 60 + storage.checkpoint_read_s
+    quotes, reasons = [], []
+    for purchase, price in book.items():
+        q = training_quote(purchase, price.usd_per_hour, nodes, train_s,
+                           interruptions=interruptions_per_month(price.spot_interruption,
+                                                                 w.constraints.spot_interruptions_per_month),
+                           checkpoint_write_s=storage.checkpoint_write_s, restart_s=restart_s)
+        (reasons if isinstance(q, str) else quotes).append(q)
+    return sorted(quotes, key=lambda q: (q.usd_per_run, q.wall_s)), reasons
+
+
+def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: dict[str, HourlyPrice],
                   collect: list[Candidate] | None = None) -> Candidate | Miss:
     """The cheapest run on this type; with `collect`, every feasible (TP, PP, nodes) run is appended to
     it too (larger node counts cost more per run but finish sooner: the frontier)."""
@@ -127,16 +152,23 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, price: H
                     continue
                 layout, mem, est = found
                 time_to_train_s = t.tokens / est.tokens_per_s
-                usd_per_hour = nodes * price.usd_per_hour
-                if t.deadline_hours and time_to_train_s > t.deadline_hours * 3600:
-                    miss = Miss(f"{time_to_train_s / 3600:,.0f} h to train > deadline {t.deadline_hours:g} h at "
-                                f"{nodes} node(s), TP {tp} × PP {pp} × DP {dp}",
-                                time_to_train_s / (t.deadline_hours * 3600), stage=2).nearer(miss)
+                quotes, cannot = run_quotes(w, book, nodes, time_to_train_s, est.tokens_per_s)
+                if not quotes:
+                    miss = Miss("; ".join(cannot), stage=2).nearer(miss)
                     continue
-                run_usd = usd_per_hour * time_to_train_s / 3600
-                cand = Candidate(itype, accel, price, nodes, tp, pp, dp, 1, mem, usable, est, usd_per_hour,
-                                 run_usd, zero=layout[0], micro_batch=layout[1], microbatches=layout[2],
-                                 checkpointing=layout[3])
+                in_time = [q for q in quotes if not t.deadline_hours or q.wall_s <= t.deadline_hours * 3600]
+                if not in_time:
+                    fastest = min(quotes, key=lambda q: q.wall_s)
+                    miss = Miss(f"{fastest.wall_s / 3600:,.0f} h to train > deadline {t.deadline_hours:g} h at "
+                                f"{nodes} node(s), TP {tp} × PP {pp} × DP {dp}"
+                                + (f" ({fastest.purchase})" if len(book) > 1 or fastest.purchase != "on-demand" else ""),
+                                fastest.wall_s / (t.deadline_hours * 3600), stage=2).nearer(miss)
+                    continue
+                quote = in_time[0]
+                cand = Candidate(itype, accel, book[quote.purchase], nodes, tp, pp, dp, 1, mem, usable, est,
+                                 nodes * quote.usd_per_instance_hour, quote.usd_per_run, zero=layout[0],
+                                 micro_batch=layout[1], microbatches=layout[2], checkpointing=layout[3],
+                                 purchase=quote.purchase, wall_s=quote.wall_s)
                 improved = best is None or cand.rank_key < best.rank_key
                 worse_in_a_row = 0 if improved else worse_in_a_row + 1
                 if improved:

@@ -64,6 +64,10 @@ class Serving(_Section):
     max_inter_token_latency_ms: float | None = Field(default=None, gt=0, le=3.6e6)
     kv_cache_precision: Literal["fp32", "bf16", "fp16", "fp8", "int8"] = "fp16"
     hours_per_month: float = Field(default=730.0, gt=0, le=744)
+    # Traffic, for the managed-API comparison: requests a day, and the busiest hour's rate over the
+    # day's mean (2: an assumed day/night swing; set your own from the endpoint's metrics).
+    requests_per_day: float | None = Field(default=None, gt=0, le=1e12)
+    peak_to_mean: float = Field(default=2.0, ge=1, le=1000)
 
     @model_validator(mode="after")
     def _typical_request_fits(self) -> "Serving":
@@ -86,6 +90,12 @@ class Training(_Section):
     # Gradient accounting: fp32 grads give the 18 B/param Megatron figure, 16-bit the ZeRO paper's
     # 16 B/param. auto: fp32 for bf16 training (Megatron), fp16 for fp16 training (DeepSpeed).
     grad_precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    # Storage (planner/storage.py): the dataset on disk, how often a checkpoint is taken, the share of
+    # that interval its write may take, and how long a replaced node takes to rejoin (spot restarts).
+    dataset_format: Literal["tokenized", "text"] = "tokenized"
+    checkpoint_interval_minutes: float = Field(default=60.0, gt=0, le=7 * 24 * 60)
+    max_checkpoint_share: float = Field(default=0.05, gt=0, le=0.5)
+    restart_minutes: float = Field(default=10.0, ge=0, le=24 * 60)
 
     @model_validator(mode="after")
     def _batch_holds_a_sequence(self) -> "Training":
@@ -100,7 +110,10 @@ class Constraints(_Section):
     families: list[str] = Field(default_factory=list)
     instance_types: list[str] = Field(default_factory=list)
     max_nodes: int = Field(default=64, gt=0, le=4096)
-    purchase: Literal["on-demand", "spot", "reserved-1y", "reserved-3y"] = "on-demand"
+    purchase: Literal["on-demand", "spot", "reserved-1y", "reserved-3y", "savings-plan-1y", "savings-plan-3y",
+                      "capacity-block", "auto"] = "on-demand"
+    # Share of spot instances reclaimed per month; default: the type's Spot Instance Advisor band.
+    spot_interruptions_per_month: float | None = Field(default=None, gt=0, le=1)
     max_usd_per_month: float | None = Field(default=None, gt=0)
     memory_headroom: float = Field(default=0.10, ge=0, lt=0.9)
     deploy_target: Literal["auto", "sagemaker", "ec2"] = "auto"

@@ -8,8 +8,8 @@ import copy
 
 import pytest
 
-from components.training import (FSX_FIRST_GIB, FSX_STEP_GIB, capacity_wait_timeout, fsx_capacity_gib,
-                                 network_interfaces, user_data)
+from components.training import capacity_wait_timeout, network_interfaces, user_data
+from planner.storage import FSX_FIRST_GIB, FSX_STEP_GIB, size_fsx
 from planner.search import plan_workload
 from tests.conftest import workload
 from tests.pulumi_harness import run_program, stack_config
@@ -47,15 +47,21 @@ def test_device_rdma_only_on_families_that_have_it(catalog):
     assert ("FI_PROVIDER=efa" in script) == g6e.efa and "FI_EFA_USE_DEVICE_RDMA" not in script
 
 
-def test_fsx_sizes_are_ones_fsx_accepts(catalog):
+def test_fsx_is_what_the_plan_sized(catalog):
+    """fsx: true in the example stack provisions the plan's own sizing; every size is one FSx accepts."""
     valid = {FSX_FIRST_GIB} | {FSX_STEP_GIB * k for k in range(1, 200)}
     stack = run_program(stack_config())
-    fs = by_name(stack, "lustreFileSystem:LustreFileSystem", "pretrain-70b-fsx")
-    assert fs.inputs["storageCapacity"] in valid
-    assert fs.inputs["skipFinalBackup"] is False and fs.inputs["automaticBackupRetentionDays"] == 7
-    for tokens_per_s in (1e3, 4e5, 7e5, 1.5e6, 4e6):
-        plan = type("P", (), {"performance": type("Q", (), {"training_tokens_per_s": tokens_per_s})()})()
-        assert fsx_capacity_gib(plan) in valid
+    fs = by_name(stack, "lustreFileSystem:LustreFileSystem", "pretrain-70b-fsx").inputs
+    spec = next(w for w in stack_config()["gpuplan:workloads"] if w["name"] == "pretrain-70b")
+    sized = plan_workload(workload(**{k: v for k, v in spec.items() if k != "name"}), catalog).storage.fsx
+    assert (fs["storageCapacity"], fs["perUnitStorageThroughput"], fs["deploymentType"]) == \
+        (sized.storage_capacity_gib, sized.per_unit_storage_throughput, "PERSISTENT_2")
+    assert fs["skipFinalBackup"] is False and fs["automaticBackupRetentionDays"] == 7
+    for mb_s in (1.0, 400.0, 7e3, 1.5e5):
+        for stored in (1e9, 5e12, 3e14):
+            fsx = size_fsx("us-east-1", mb_s, stored)
+            assert fsx.storage_capacity_gib in valid
+            assert fsx.throughput_mb_s >= mb_s and fsx.storage_capacity_gib * 2**30 >= stored
 
 
 def test_fsx_data_repository_and_mount_name_export():

@@ -144,10 +144,19 @@ def test_spot_and_unpriced_purchase_options(catalog):
                                   constraints={"instance_types": ["g5.2xlarge"], "purchase": "spot",
                                                "deploy_target": "ec2"}), catalog)
     assert spot.cost.usd_per_hour == 0.3744 * spot.choice.nodes
-    with pytest.raises(InfeasibleError, match="no reserved-1y price"):
+    reserved = plan_workload(workload(kind="inference", model={"preset": "llama-3-8b"},
+                                      constraints={"instance_types": ["g5.2xlarge"], "purchase": "reserved-1y",
+                                                   "deploy_target": "ec2"}), catalog)
+    # the Standard RI 1-year no-upfront rate (vantage snapshot), billed every hour of the month
+    assert reserved.cost.usd_per_hour == 0.76356 * reserved.choice.nodes
+    assert reserved.choice.purchase == "reserved-1y"
+    with pytest.raises(InfeasibleError, match="no capacity-block price for g5.2xlarge"):
         plan_workload(workload(kind="inference", model={"preset": "llama-3-8b"},
-                               constraints={"instance_types": ["g5.2xlarge"], "purchase": "reserved-1y",
+                               constraints={"instance_types": ["g5.2xlarge"], "purchase": "capacity-block",
                                             "deploy_target": "ec2"}), catalog)
+    with pytest.raises(InfeasibleError, match="SageMaker has no Reserved Instances; use savings-plan-1y"):
+        plan_workload(workload(kind="inference", model={"preset": "llama-3-8b"},
+                               constraints={"instance_types": ["g5.2xlarge"], "purchase": "reserved-1y"}), catalog)
 
 
 def test_region_without_the_type(catalog):

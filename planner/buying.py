@@ -1,0 +1,83 @@
+"""What to buy for a chosen layout: every purchase option priced side by side, and the storage a
+training run needs. The search picks the option (planner/search_training.py); this lists them all."""
+
+from __future__ import annotations
+
+from planner.candidates import Candidate
+from planner.catalog import Catalog
+from planner.cost import PURCHASE_FIELD, hourly_price, purchase_options
+from planner.plan import PlanFsx, PlanStorage, PurchaseOption
+from planner.purchase import COMMITMENT_YEARS
+from planner.search_training import run_quotes, run_storage
+from planner.spec import Workload
+from planner.storage import storage_source
+from planner.units import HOURS_PER_MONTH
+
+
+def purchase_table(w: Workload, cand: Candidate, catalog: Catalog, target: str) -> list[PurchaseOption]:
+    """The chosen type and layout under every option the catalog prices, cheapest first."""
+    itype = catalog.instance(cand.itype.name)
+    out: list[PurchaseOption] = []
+    for purchase in PURCHASE_FIELD:
+        price = hourly_price(catalog, itype, w.constraints.region, target, purchase)
+        if isinstance(price, str):
+            continue
+        years = COMMITMENT_YEARS.get(purchase)
+        common = dict(purchase=purchase, usd_per_hour=cand.nodes * price.usd_per_hour, commitment_years=years,
+                      price_source=price.source, price_date=price.date, price_estimated=price.estimated,
+                      chosen=purchase == cand.purchase)
+        if w.kind == "inference":
+            hours = HOURS_PER_MONTH if years else w.serving.hours_per_month
+            note = f"billed all {HOURS_PER_MONTH:g} h of every month for {years} year(s)" if years else ""
+            if purchase == "spot":
+                note = "an interrupted instance drops its in-flight requests (2-minute notice)"
+            out.append(PurchaseOption(usd_per_month=cand.nodes * price.usd_per_hour * hours, note=note, **common))
+            continue
+        train_s = w.training.tokens / cand.perf.tokens_per_s
+        quotes, cannot = run_quotes(w, {purchase: price}, cand.nodes, train_s, cand.perf.tokens_per_s)
+        if not quotes:
+            out.append(PurchaseOption(note=cannot[0], meets_deadline=False, **common))
+            continue
+        q = quotes[0]
+        deadline = w.training.deadline_hours
+        out.append(PurchaseOption(usd_per_training_run=q.usd_per_run, wall_clock_s=q.wall_s,
+                                  meets_deadline=None if not deadline else q.wall_s <= deadline * 3600,
+                                  note=q.note, **common))
+    return sorted(out, key=lambda o: (o.usd_per_training_run is None, o.usd_per_training_run or o.usd_per_month or 0))
+
+
+def purchase_reason(w: Workload, cand: Candidate, table: list[PurchaseOption]) -> str:
+    """Why the chosen option, in the figure it won on; empty when the spec named the option."""
+    if w.constraints.purchase != "auto":
+        return ""
+    chosen = next(o for o in table if o.chosen)
+    weighed = [o for o in table if o.purchase in _auto_options(w) and not o.chosen]
+    if w.kind == "inference":
+        return f"bought {chosen.purchase} (serving's auto weighs no commitment; see purchase_options)"
+    beaten = [f"{o.purchase} ${o.usd_per_training_run:,.0f}" + (" misses the deadline" if o.meets_deadline is False else "")
+              for o in weighed if o.usd_per_training_run is not None]
+    missing = [o for o in _auto_options(w) if o not in {x.purchase for x in table}]
+    text = f"bought {chosen.purchase} at ${chosen.usd_per_training_run:,.0f}/run"
+    if beaten:
+        text += " vs " + ", ".join(beaten)
+    if missing:
+        text += f" ({'/'.join(missing)} not priced for {cand.itype.name})"
+    return text
+
+
+def _auto_options(w: Workload) -> tuple[str, ...]:
+    return purchase_options(w.kind, "auto")
+
+
+def storage_section(w: Workload, cand: Candidate) -> PlanStorage:
+    s = run_storage(w, cand.perf.tokens_per_s, cand.nodes)
+    source, day = storage_source()
+    fsx = s.fsx
+    return PlanStorage(dataset_bytes=s.dataset_bytes, checkpoint_bytes=s.checkpoint_bytes,
+                       checkpoint_interval_s=s.checkpoint_interval_s, read_mb_s=s.read_mb_s, write_mb_s=s.write_mb_s,
+                       checkpoint_write_s=s.checkpoint_write_s, recommendation=s.recommendation, reason=s.reason,
+                       fsx=PlanFsx(deployment_type=fsx.deployment_type,
+                                   per_unit_storage_throughput=fsx.per_unit_storage_throughput,
+                                   storage_capacity_gib=fsx.storage_capacity_gib, throughput_mb_s=fsx.throughput_mb_s,
+                                   usd_per_month=fsx.usd_per_month, price_source=source, price_date=day,
+                                   price_estimated=fsx.price_estimated))

@@ -1,0 +1,131 @@
+"""Storage for a training run: the read throughput the input pipeline needs, the write throughput a
+checkpoint needs, and whether S3 streaming carries both or FSx for Lustre must be sized for them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+import yaml
+
+from planner.memory import lora_params, optimizer_state_bytes
+from planner.presets import Architecture
+from planner.units import GIB
+
+# Bytes per token of a dataset on disk. Pre-tokenized (Megatron .bin / numpy memmap) stores uint16
+# ids when the vocabulary fits in 16 bits and int32 otherwise (Megatron-LM indexed_dataset
+# __best_fitting_dtype). Raw text: ~4 characters per token for English with BPE tokenizers (OpenAI
+# tokenizer guide: "one token ≈ 4 characters"), 1 byte per character in UTF-8.
+TEXT_BYTES_PER_TOKEN = 4.0
+
+# S3 streaming: about 85-90 MB/s per GET or PUT connection (Amazon S3 performance guidelines,
+# "Horizontal scaling and request parallelization": one request per 85-90 MB/s of desired throughput).
+# A data loader or checkpoint writer keeping this many requests in flight per node (the guidelines'
+# example of ~15 for 10 Gb/s; torch DataLoader workers or s3torchconnector's default concurrency).
+S3_MB_S_PER_REQUEST = 85.0
+S3_REQUESTS_PER_NODE = 16
+S3_MB_S_PER_NODE = S3_MB_S_PER_REQUEST * S3_REQUESTS_PER_NODE
+
+# FSx for Lustre PERSISTENT_2 capacity: 1,200 GiB, then steps of 2,400 GiB (FSx API CreateFileSystem,
+# StorageCapacity); per-unit storage throughput tiers 125, 250, 500, 1000 MB/s per TiB.
+FSX_FIRST_GIB, FSX_STEP_GIB = 1200, 2400
+FSX_DEPLOYMENT_TYPE = "PERSISTENT_2"
+CHECKPOINTS_KEPT = 2  # the last good checkpoint and the one being written
+
+
+@dataclass(frozen=True)
+class FsxSizing:
+    deployment_type: str
+    per_unit_storage_throughput: int  # MB/s per TiB
+    storage_capacity_gib: int
+    throughput_mb_s: float
+    usd_per_month: float
+    price_estimated: bool
+
+
+@dataclass(frozen=True)
+class StoragePlan:
+    dataset_bytes: float
+    checkpoint_bytes: float
+    checkpoint_interval_s: float
+    read_mb_s: float  # the whole cluster, steady state
+    write_mb_s: float  # to write one checkpoint in max_checkpoint_share of an interval
+    recommendation: str  # "s3" or "fsx"
+    reason: str
+    fsx: FsxSizing | None
+    checkpoint_write_s: float  # at the storage the plan provisions
+    checkpoint_read_s: float  # restoring it after a restart
+
+
+@cache
+def _prices() -> dict:
+    return yaml.safe_load(resources.files("planner.data").joinpath("storage.yaml").read_text())
+
+
+def dataset_bytes_per_token(fmt: str, vocab_size: int) -> float:
+    if fmt == "text":
+        return TEXT_BYTES_PER_TOKEN
+    return 2.0 if vocab_size < 2**16 else 4.0
+
+
+def checkpoint_bytes(arch: Architecture, method: str, precision: str, optimizer: str, lora_rank: int) -> float:
+    """What a resumable checkpoint holds: the trained weights (16-bit, fp32 for fp32 training) and the
+    optimizer states (fp32 master copy and moments, memory.optimizer_state_bytes). Frozen LoRA/QLoRA
+    base weights are not saved; gradients are not part of a checkpoint."""
+    trained = arch.params if method == "full" else lora_params(arch, lora_rank)
+    weight_b = 4.0 if precision == "fp32" else 2.0
+    return trained * (weight_b + optimizer_state_bytes(optimizer, precision != "fp32"))
+
+
+def _fsx_capacity_gib(needed_gib: float) -> int:
+    if needed_gib <= FSX_FIRST_GIB:
+        return FSX_FIRST_GIB
+    return int(math.ceil(needed_gib / FSX_STEP_GIB) * FSX_STEP_GIB)
+
+
+def size_fsx(region: str, needed_mb_s: float, needed_bytes: float) -> FsxSizing:
+    """The cheapest PERSISTENT_2 file system that holds `needed_bytes` and delivers `needed_mb_s`."""
+    table = _prices()["fsx_lustre_persistent_2"]
+    rates = table.get(region) or table["us-east-1"]
+    best: FsxSizing | None = None
+    for tier, usd_per_gb_month in sorted(rates.items()):
+        gib = _fsx_capacity_gib(max(needed_bytes / GIB, needed_mb_s / tier * 1024))
+        sizing = FsxSizing(FSX_DEPLOYMENT_TYPE, int(tier), gib, gib / 1024 * tier, gib * usd_per_gb_month,
+                           region not in table)
+        if best is None or sizing.usd_per_month < best.usd_per_month:
+            best = sizing
+    return best
+
+
+def plan_storage(arch: Architecture, *, method: str, precision: str, optimizer: str, lora_rank: int,
+                 tokens: float, tokens_per_s: float, nodes: int, dataset_format: str,
+                 checkpoint_interval_s: float, max_checkpoint_share: float, region: str) -> StoragePlan:
+    """Throughputs from the run, then S3 if every node's share fits S3 streaming, else FSx for Lustre."""
+    per_token = dataset_bytes_per_token(dataset_format, arch.vocab_size)
+    dataset = tokens * per_token
+    ckpt = checkpoint_bytes(arch, method, precision, optimizer, lora_rank)
+    read_mb_s = tokens_per_s * per_token / 1e6
+    write_mb_s = ckpt / (max_checkpoint_share * checkpoint_interval_s) / 1e6
+    per_node = max(read_mb_s, write_mb_s) / nodes
+    fsx = size_fsx(region, max(read_mb_s, write_mb_s), dataset + CHECKPOINTS_KEPT * ckpt)
+    if per_node <= S3_MB_S_PER_NODE:
+        bandwidth = S3_MB_S_PER_NODE * nodes
+        reason = (f"S3 streaming is enough: {per_node:,.0f} MB/s per node is within {S3_MB_S_PER_NODE:,.0f} MB/s "
+                  f"({S3_REQUESTS_PER_NODE} requests × {S3_MB_S_PER_REQUEST:g} MB/s); no FSx for Lustre")
+        return StoragePlan(dataset, ckpt, checkpoint_interval_s, read_mb_s, write_mb_s, "s3", reason, fsx,
+                           ckpt / (bandwidth * 1e6), ckpt / (bandwidth * 1e6))
+    what = "checkpoint writes" if write_mb_s >= read_mb_s else "the input pipeline"
+    reason = (f"{what} need {per_node:,.0f} MB/s per node, over S3 streaming's {S3_MB_S_PER_NODE:,.0f} MB/s: "
+              f"FSx for Lustre {fsx.deployment_type} {fsx.storage_capacity_gib:,} GiB at "
+              f"{fsx.per_unit_storage_throughput} MB/s/TiB ({fsx.throughput_mb_s:,.0f} MB/s)")
+    return StoragePlan(dataset, ckpt, checkpoint_interval_s, read_mb_s, write_mb_s, "fsx", reason, fsx,
+                       ckpt / (fsx.throughput_mb_s * 1e6), ckpt / (fsx.throughput_mb_s * 1e6))
+
+
+def storage_source() -> tuple[str, str]:
+    data = _prices()
+    return data["source"], str(data["date"])
+
+
