@@ -14,6 +14,7 @@ from typing import Iterator
 from pydantic import BaseModel, Field
 
 from gpuplan.check import CheckReport
+from planner.buying_report import buying_summary
 from planner.errors import InfeasibleError, SpecError
 from planner.frontier import Frontier
 from planner.frontier_report import mermaid as frontier_mermaid
@@ -255,6 +256,9 @@ def render_markdown(diff: CostDiff) -> str:
                    f"| {_signed(r.change_usd_per_month)}{_pct(r.change_percent)} | {choice} | {_unit_cell(r)} |")
     out += [f"| **total** | | **{_usd(diff.before_usd_per_month)}** | **{_usd(diff.after_usd_per_month)}** | "
             f"**{_signed(diff.change_usd_per_month)}{_pct(diff.change_percent)}** | | |", ""]
+    buying = [f"- `{p.workload}`: {line}" for p in diff.head_plans.plans if (line := buying_summary(p))]
+    if buying:
+        out += ["**What to buy**", "", *buying, ""]
     if diff.policies is not None:
         out += [render_policies(diff.policies).rstrip(), ""]
     out += [mermaid_chart(diff), "", "<details><summary>Assumptions</summary>", ""]

@@ -43,7 +43,9 @@ def purchase_table(w: Workload, cand: Candidate, catalog: Catalog, target: str) 
         out.append(PurchaseOption(usd_per_training_run=q.usd_per_run, wall_clock_s=q.wall_s,
                                   meets_deadline=None if not deadline else q.wall_s <= deadline * 3600,
                                   note=q.note, **common))
-    return sorted(out, key=lambda o: (o.usd_per_training_run is None, o.usd_per_training_run or o.usd_per_month or 0))
+    # pay-as-you-go first, then commitments (whose per-run figure assumes other work fills the term)
+    return sorted(out, key=lambda o: (o.commitment_years is not None, o.usd_per_training_run is None,
+                                      o.usd_per_training_run or o.usd_per_month or 0))
 
 
 def purchase_reason(w: Workload, cand: Candidate, table: list[PurchaseOption]) -> str:

@@ -9,12 +9,17 @@ from planner.units import GIB
 TB = 1e12
 
 
+def _usd(value: float) -> str:
+    return f"${value:,.2f}" if value < 100 else f"${value:,.0f}"
+
+
 def _option_cost(p: Plan, o: PurchaseOption) -> str:
+    committed = f" of {_usd(o.usd_per_hour * 8760 * o.commitment_years)} committed" if o.commitment_years else ""
     if p.kind == "inference":
-        return f"${o.usd_per_month:,.0f}/month"
+        return f"{_usd(o.usd_per_month)}/month{committed}"
     if o.usd_per_training_run is None:
         return "cannot"
-    return f"${o.usd_per_training_run:,.0f}/run"
+    return f"{_usd(o.usd_per_training_run)}/run{committed}"
 
 
 def _option_time(o: PurchaseOption) -> str:
@@ -90,3 +95,35 @@ def markdown_sections(p: Plan) -> list[str]:
         if lines:
             out += [f"**{title}**", ""] + [f"- {line}" for line in lines] + [""]
     return out
+
+
+def buying_summary(p: Plan) -> str:
+    """One line per plan for the PR comment: what it buys, the best alternative purchase, the managed
+    API verdict and the storage it needs."""
+    parts = []
+    chosen = next((o for o in p.purchase_options if o.chosen), None)
+    others = [o for o in p.purchase_options if not o.chosen and o.meets_deadline is not False
+              and (o.usd_per_training_run or o.usd_per_month) is not None]
+    if chosen is not None:
+        parts.append(f"buys {chosen.purchase} at {_option_cost(p, chosen)}")
+        if others:
+            best = others[0]
+            parts.append(f"cheapest other: {best.purchase} at {_option_cost(p, best)}"
+                         + (f" ({best.commitment_years}-year commitment)" if best.commitment_years else ""))
+    m = p.managed
+    if m is not None:
+        if m.break_even_requests_per_day is None:
+            parts.append(f"{m.model_id} on Bedrock is cheaper at any traffic")
+        else:
+            parts.append(f"self-hosting beats Bedrock above {m.break_even_requests_per_day:,.0f} requests/day")
+        if m.cheaper is not None:
+            parts.append(f"at {m.requests_per_day:,.0f}/day {m.cheaper} is cheaper")
+    if p.storage is not None:
+        parts.append("storage: S3 streaming" if p.storage.recommendation == "s3" else
+                     f"storage: FSx for Lustre {p.storage.fsx.storage_capacity_gib:,} GiB at "
+                     f"{p.storage.fsx.per_unit_storage_throughput} MB/s/TiB")
+    best_own = min((r for r in p.rent_vs_buy if r.break_even_utilization is not None and r.purchase == "on-demand"),
+                   key=lambda r: r.break_even_utilization, default=None)
+    if best_own is not None:
+        parts.append(f"owning {best_own.owned_type} wins above {best_own.break_even_utilization:.0%} use")
+    return "; ".join(parts)

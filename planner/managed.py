@@ -53,6 +53,10 @@ def compare_managed(w: Workload, usd_per_hour: float, output_tokens_per_s: float
     self_usd = max(floor_usd, mean_rps / floor_rps * floor_usd)
     managed_usd = monthly_requests * per_request
     notes = [result.note] if result.note else []
+    if floor_rps < mean_rps * s.peak_to_mean <= 2 * floor_rps:
+        notes.append(f"peak {mean_rps * s.peak_to_mean:,.1f} req/s is over what the planned nodes serve "
+                     f"({floor_rps:,.1f} req/s): the endpoint scales out at peak; the self-hosted cost counts "
+                     "instance-hours at the mean load, so it is a lower bound")
     if mean_rps * s.peak_to_mean > 2 * floor_rps:
         notes.append(f"peak {mean_rps * s.peak_to_mean:,.1f} req/s is over twice what the planned nodes serve "
                      f"({floor_rps:,.1f} req/s): raise serving.concurrent_requests so the plan is sized for it")

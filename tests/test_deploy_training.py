@@ -116,3 +116,45 @@ def test_training_deployment_errors(deploy, message):
     with pytest.raises(pulumi.RunError) as err:
         run_program(_config(**deploy))
     assert message in str(err.value)
+
+
+def _with_training(**changes) -> dict:
+    """The example stack with pretrain-70b's spec changed (training: and constraints: merged)."""
+    config = _config()
+    spec = next(w for w in config["gpuplan:workloads"] if w["name"] == "pretrain-70b")
+    for section, values in changes.items():
+        spec[section] = {**spec.get(section, {}), **values}
+    return config
+
+
+def test_a_spot_plan_runs_as_spot_with_rebalancing():
+    config = _with_training(constraints={"purchase": "spot"})
+    asg = by_name(run_program(config), "autoscaling/group:Group", "pretrain-70b-nodes").inputs
+    policy = asg["mixedInstancesPolicy"]
+    assert policy["instancesDistribution"] == {"onDemandBaseCapacity": 0, "onDemandPercentageAboveBaseCapacity": 0,
+                                               "spotAllocationStrategy": "capacity-optimized"}
+    assert "launchTemplate" not in asg and asg["capacityRebalance"] is True
+    on_demand = by_name(run_program(_config()), "autoscaling/group:Group", "pretrain-70b-nodes").inputs
+    assert "mixedInstancesPolicy" not in on_demand and "launchTemplate" in on_demand
+
+
+def test_a_capacity_block_plan_needs_the_block():
+    import pulumi
+    config = _with_training(constraints={"purchase": "capacity-block"})
+    with pytest.raises(pulumi.RunError, match="the plan buys a Capacity Block for ML .* set capacityBlockId"):
+        run_program(config)
+    config["gpuplan:deployments"]["pretrain-70b"]["capacityBlockId"] = "cr-0123456789abcdef0"
+    lt = by_name(run_program(config), "launchTemplate:LaunchTemplate", "pretrain-70b-lt").inputs
+    assert lt["instanceMarketOptions"] == {"marketType": "capacity-block"}
+
+
+def test_fsx_follows_the_plan_unless_the_stack_says(catalog):
+    """No `fsx:` key: FSx exactly when the plan sizes it; fsx: false keeps S3 even then."""
+    config = _with_training(training={"checkpoint_interval_minutes": 10, "max_checkpoint_share": 0.02})
+    del config["gpuplan:deployments"]["pretrain-70b"]["fsx"]
+    assert by_name(run_program(config), "lustreFileSystem:LustreFileSystem", "pretrain-70b-fsx")
+    relaxed = _config()
+    del relaxed["gpuplan:deployments"]["pretrain-70b"]["fsx"]
+    assert not run_program(relaxed).of_type("lustreFileSystem:LustreFileSystem")
+    config["gpuplan:deployments"]["pretrain-70b"]["fsx"] = False
+    assert not run_program(config).of_type("lustreFileSystem:LustreFileSystem")
