@@ -93,6 +93,11 @@ def test_refresh_builds_a_catalog_from_moto_and_the_price_list(aws_env, monkeypa
     assert p5["on_demand"] == 50.0 and p5["date"] and "Price List" in data["sources"][p5["source"]]
     assert types["g5.xlarge"]["prices"]["us-east-1"]["sagemaker"]["on_demand"] == 1.4084
     assert types["p5.48xlarge"]["network_cards"] == moto_types["p5.48xlarge"]["NetworkInfo"]["MaximumNetworkCards"]
+    # what the Price List refresh does not fetch stays, still naming its own source and date
+    assert (p5["reserved_3y"], p5["savings_plan_3y"], p5["capacity_block"], p5["spot_interruption"]) == \
+        (23.77728, 23.77728, 39.33, "5-10%")
+    assert p5["provenance"]["capacity_block"]["date"] == "2024-12-31"
+    assert "Spot Instance Advisor" in data["sources"][p5["provenance"]["reserved_3y"]["source"]]
     # the planner reads the refreshed catalog
     spec = write_yaml(tmp_path / "w.yaml", {"workloads": [{"name": "t", "kind": "inference", "model": {"preset": "llama-3-70b"},
                                                             "constraints": {"instance_types": ["p5.48xlarge"], "deploy_target": "ec2"}}]})

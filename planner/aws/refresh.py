@@ -15,6 +15,25 @@ from planner.catalog import Catalog, InstanceType, Price
 PRICING_REGION = "us-east-1"  # the Price List API answers in us-east-1 (and ap-south-1)
 EC2_PRICE_FILTERS = {"operatingSystem": "Linux", "tenancy": "Shared", "preInstalledSw": "NA", "capacitystatus": "Used"}
 
+# Figures the Price List refresh does not fetch: kept from the base catalog with their own provenance.
+CARRIED_TERMS = ("reserved_1y", "reserved_3y", "savings_plan_1y", "savings_plan_3y", "capacity_block",
+                 "spot_interruption")
+
+
+def carried_terms(old: Price | None) -> dict:
+    """Commitment rates, Capacity Block rate and spot band of the base price, each still naming where
+    and when it was read (the refreshed price's own source is the Price List API)."""
+    if old is None:
+        return {}
+    kept = {field: getattr(old, field) for field in CARRIED_TERMS if getattr(old, field) is not None}
+    provenance = {}
+    for field in kept:
+        source, day = old.origin(field)
+        own = old.provenance.get(field)
+        provenance[field] = {"source": source, "date": day, "note": own.note if own else ""}
+    return {**kept, "provenance": provenance} if kept else {}
+
+
 @dataclass
 class Change:
     instance_type: str
@@ -151,7 +170,7 @@ def refresh_catalog(base: Catalog, regions: list[str], only: list[str] | None = 
                 continue
             progress(f"{region}: Price List {name}")
             slot = types[name].prices.setdefault(region, {})
-            old = slot.get("ec2")
+            old, old_sm = slot.get("ec2"), slot.get("sagemaker")
             try:
                 usd = _price_list(calls, pricing, "AmazonEC2", {"regionCode": region, "instanceType": name,
                                                                 **EC2_PRICE_FILTERS})
@@ -166,7 +185,8 @@ def refresh_catalog(base: Catalog, regions: list[str], only: list[str] | None = 
                 kept_spot = spot is None and old is not None and old.spot is not None
                 slot["ec2"] = Price(on_demand=usd, spot=old.spot if kept_spot else (spot or {}).get(name),
                                     source=price_source, date=today,
-                                    note=f"spot kept from {old.date}" if kept_spot else "spot: lowest zone at refresh")
+                                    note=f"spot kept from {old.date}" if kept_spot else "spot: lowest zone at refresh",
+                                    **carried_terms(old))
             try:
                 sm_usd = _price_list(calls, pricing, "AmazonSageMaker", {"regionCode": region,
                                                                          "instanceName": f"ml.{name}", "component": "Hosting"})
@@ -175,7 +195,8 @@ def refresh_catalog(base: Catalog, regions: list[str], only: list[str] | None = 
                 unknown[f"Price List API: unknown: {exc}; prices kept from the base catalog"] = None
                 sm_usd = None
             if sm_usd is not None:
-                slot["sagemaker"] = Price(on_demand=sm_usd, source=price_source, date=today, note="SageMaker hosting")
+                slot["sagemaker"] = Price(on_demand=sm_usd, source=price_source, date=today, note="SageMaker hosting",
+                                          **carried_terms(old_sm))
             if not slot:
                 types[name].prices.pop(region)
     for name, regions_offered in (offered or {}).items():
