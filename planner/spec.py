@@ -95,7 +95,7 @@ class Training(_Section):
     dataset_format: Literal["tokenized", "text"] = "tokenized"
     checkpoint_interval_minutes: float = Field(default=60.0, gt=0, le=7 * 24 * 60)
     max_checkpoint_share: float = Field(default=0.05, gt=0, le=0.5)
-    restart_minutes: float = Field(default=10.0, ge=0, le=24 * 60)
+    restart_minutes: float = Field(default=10.0, ge=0, le=24 * 60)  # assumed: relaunch, image pull, NCCL init
 
     @model_validator(mode="after")
     def _batch_holds_a_sequence(self) -> "Training":
