@@ -11,7 +11,7 @@ import pulumi_aws as aws
 
 from components import settings
 from planner.catalog import InstanceType
-from planner.plan import Plan, PlanFsx
+from planner.plan import Plan
 
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
 FSX_MOUNT_POINT = "/fsx"
@@ -141,13 +141,6 @@ def user_data(plan: Plan, instance: InstanceType, cluster: str, fsx: tuple[str, 
     return "\n".join(lines) + "\n"
 
 
-def fsx_sizing(plan: Plan) -> PlanFsx:
-    """The file system the plan sized: deployment type, throughput tier and capacity (planner/storage.py)."""
-    if plan.storage is None:
-        raise ValueError(f"plan {plan.workload} has no storage section; re-plan it with this gpuplan version")
-    return plan.storage.fsx
-
-
 # What the discovery script needs beyond SSM's managed policy: list the running instances
 # (ec2:DescribeInstances has no resource-level permissions).
 NODE_POLICY = {"Version": "2012-10-17", "Statement": [
@@ -186,7 +179,7 @@ class TrainingCluster(pulumi.ComponentResource):
         self.filesystem = None
         fsx_mount = None
         if args.wants_fsx:
-            sizing = fsx_sizing(plan)
+            sizing = plan.storage.fsx  # deployment type, throughput tier and capacity (planner/storage.py)
             self.filesystem = aws.fsx.LustreFileSystem(
                 f"{name}-fsx", storage_capacity=sizing.storage_capacity_gib, subnet_ids=args.subnet_id,
                 deployment_type=sizing.deployment_type, per_unit_storage_throughput=sizing.per_unit_storage_throughput,

@@ -17,11 +17,12 @@ from planner.units import HOURS_PER_MONTH
 def purchase_table(w: Workload, cand: Candidate, catalog: Catalog, target: str) -> list[PurchaseOption]:
     """The chosen type and layout under every option the catalog prices, cheapest first."""
     itype = catalog.instance(cand.itype.name)
+    book = {purchase: price for purchase in PURCHASE_FIELD
+            if not isinstance(price := hourly_price(catalog, itype, w.constraints.region, target, purchase), str)}
+    quotes = run_quotes(w, book, cand.nodes, w.training.tokens / cand.perf.tokens_per_s, cand.perf.tokens_per_s) \
+        if w.kind != "inference" else {}
     out: list[PurchaseOption] = []
-    for purchase in PURCHASE_FIELD:
-        price = hourly_price(catalog, itype, w.constraints.region, target, purchase)
-        if isinstance(price, str):
-            continue
+    for purchase, price in book.items():
         years = COMMITMENT_YEARS.get(purchase)
         common = dict(purchase=purchase, usd_per_hour=cand.nodes * price.usd_per_hour, commitment_years=years,
                       price_source=price.source, price_date=price.date, price_estimated=price.estimated,
@@ -33,12 +34,10 @@ def purchase_table(w: Workload, cand: Candidate, catalog: Catalog, target: str) 
                 note = "an interrupted instance drops its in-flight requests (2-minute notice)"
             out.append(PurchaseOption(usd_per_month=cand.nodes * price.usd_per_hour * hours, note=note, **common))
             continue
-        train_s = w.training.tokens / cand.perf.tokens_per_s
-        quotes, cannot = run_quotes(w, {purchase: price}, cand.nodes, train_s, cand.perf.tokens_per_s)
-        if not quotes:
-            out.append(PurchaseOption(note=cannot[0], meets_deadline=False, **common))
+        q = quotes[purchase]
+        if isinstance(q, str):
+            out.append(PurchaseOption(note=q, meets_deadline=False, **common))
             continue
-        q = quotes[0]
         deadline = w.training.deadline_hours
         out.append(PurchaseOption(usd_per_training_run=q.usd_per_run, wall_clock_s=q.wall_s,
                                   meets_deadline=None if not deadline else q.wall_s <= deadline * 3600,
@@ -53,22 +52,19 @@ def purchase_reason(w: Workload, cand: Candidate, table: list[PurchaseOption]) -
     if w.constraints.purchase != "auto":
         return ""
     chosen = next(o for o in table if o.chosen)
-    weighed = [o for o in table if o.purchase in _auto_options(w) and not o.chosen]
+    auto = purchase_options(w.kind, "auto")
+    weighed = [o for o in table if o.purchase in auto and not o.chosen]
     if w.kind == "inference":
         return f"bought {chosen.purchase} (serving's auto weighs no commitment; see purchase_options)"
     beaten = [f"{o.purchase} ${o.usd_per_training_run:,.0f}" + (" misses the deadline" if o.meets_deadline is False else "")
               for o in weighed if o.usd_per_training_run is not None]
-    missing = [o for o in _auto_options(w) if o not in {x.purchase for x in table}]
+    missing = [o for o in auto if o not in {x.purchase for x in table}]
     text = f"bought {chosen.purchase} at ${chosen.usd_per_training_run:,.0f}/run"
     if beaten:
         text += " vs " + ", ".join(beaten)
     if missing:
         text += f" ({'/'.join(missing)} not priced for {cand.itype.name})"
     return text
-
-
-def _auto_options(w: Workload) -> tuple[str, ...]:
-    return purchase_options(w.kind, "auto")
 
 
 def storage_section(w: Workload, cand: Candidate) -> PlanStorage:

@@ -62,10 +62,11 @@ def hourly_price(catalog: Catalog, itype: InstanceType, region: str, target: str
             source, day = sm.origin(field)
             return HourlyPrice(value, catalog.source_text(source), day, purchase=purchase)
         base = getattr(ec2, field) if ec2 and purchase == "on-demand" else None
+        if base is None and purchase == "on-demand":
+            return f"no on-demand price for ml.{itype.name} or {itype.name} in {region} in the catalog"
         if base is None:
-            return f"no {purchase} price for ml.{itype.name} in {region} in the catalog" + (
-                f" (add one with a catalog overlay: prices.{region}.sagemaker.{field})" if purchase != "on-demand"
-                else f" or {itype.name}")
+            return (f"no {purchase} price for ml.{itype.name} in {region} in the catalog (add one with a catalog "
+                    f"overlay: prices.{region}.sagemaker.{field})")
         ratio, pairs = catalog.sagemaker_markup
         return HourlyPrice(base * ratio, f"estimated: EC2 {purchase} price × {ratio:.3f} (median ml.*/EC2 ratio "
                            f"of {pairs} catalog pairs); EC2 price from {catalog.source_text(ec2.source)}",

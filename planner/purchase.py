@@ -22,7 +22,6 @@ DEFAULT_INTERRUPTIONS_PER_MONTH = 0.05
 CAPACITY_BLOCK_MAX_DAYS = 182
 CAPACITY_BLOCK_MAX_INSTANCES = 64
 
-TRAINING_AUTO = ("on-demand", "spot", "capacity-block")  # no commitment outlives the run
 COMMITMENT_YEARS = {"reserved-1y": 1, "reserved-3y": 3, "savings-plan-1y": 1, "savings-plan-3y": 3}
 
 

@@ -58,18 +58,15 @@ def run_storage(w: Workload, tokens_per_s: float, nodes: int) -> StoragePlan:
 
 
 def run_quotes(w: Workload, book: dict[str, HourlyPrice], nodes: int, train_s: float,
-               tokens_per_s: float) -> tuple[list[RunQuote], list[str]]:
-    """Every priced way to buy this run (cheapest first), and why the others cannot buy it."""
+               tokens_per_s: float) -> dict[str, RunQuote | str]:
+    """Each option's way to buy this run, or why it cannot."""
     storage = run_storage(w, tokens_per_s, nodes)
-    restart_s = w.training.restart_minutes * 60 + storage.checkpoint_read_s
-    quotes, reasons = [], []
-    for purchase, price in book.items():
-        q = training_quote(purchase, price.usd_per_hour, nodes, train_s,
-                           interruptions=interruptions_per_month(price.spot_interruption,
-                                                                 w.constraints.spot_interruptions_per_month),
-                           checkpoint_write_s=storage.checkpoint_write_s, restart_s=restart_s)
-        (reasons if isinstance(q, str) else quotes).append(q)
-    return sorted(quotes, key=lambda q: (q.usd_per_run, q.wall_s)), reasons
+    restart_s = w.training.restart_minutes * 60 + storage.checkpoint_write_s  # relaunch, then read it back
+    return {purchase: training_quote(purchase, price.usd_per_hour, nodes, train_s,
+                                     interruptions=interruptions_per_month(price.spot_interruption,
+                                                                           w.constraints.spot_interruptions_per_month),
+                                     checkpoint_write_s=storage.checkpoint_write_s, restart_s=restart_s)
+            for purchase, price in book.items()}
 
 
 def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: dict[str, HourlyPrice],
@@ -152,9 +149,10 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
                     continue
                 layout, mem, est = found
                 time_to_train_s = t.tokens / est.tokens_per_s
-                quotes, cannot = run_quotes(w, book, nodes, time_to_train_s, est.tokens_per_s)
+                priced = run_quotes(w, book, nodes, time_to_train_s, est.tokens_per_s).values()
+                quotes = sorted((q for q in priced if not isinstance(q, str)), key=lambda q: (q.usd_per_run, q.wall_s))
                 if not quotes:
-                    miss = Miss("; ".join(cannot), stage=2).nearer(miss)
+                    miss = Miss("; ".join(priced), stage=2).nearer(miss)
                     continue
                 in_time = [q for q in quotes if not t.deadline_hours or q.wall_s <= t.deadline_hours * 3600]
                 if not in_time:

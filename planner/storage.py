@@ -55,8 +55,7 @@ class StoragePlan:
     recommendation: str  # "s3" or "fsx"
     reason: str
     fsx: FsxSizing | None
-    checkpoint_write_s: float  # at the storage the plan provisions
-    checkpoint_read_s: float  # restoring it after a restart
+    checkpoint_write_s: float  # at the storage the plan provisions; reading it back takes as long
 
 
 @cache
@@ -115,13 +114,13 @@ def plan_storage(arch: Architecture, *, method: str, precision: str, optimizer: 
         reason = (f"S3 streaming is enough: {per_node:,.0f} MB/s per node is within {S3_MB_S_PER_NODE:,.0f} MB/s "
                   f"({S3_REQUESTS_PER_NODE} requests × {S3_MB_S_PER_REQUEST:g} MB/s); no FSx for Lustre")
         return StoragePlan(dataset, ckpt, checkpoint_interval_s, read_mb_s, write_mb_s, "s3", reason, fsx,
-                           ckpt / (bandwidth * 1e6), ckpt / (bandwidth * 1e6))
+                           ckpt / (bandwidth * 1e6))
     what = "checkpoint writes" if write_mb_s >= read_mb_s else "the input pipeline"
     reason = (f"{what} need {per_node:,.0f} MB/s per node, over S3 streaming's {S3_MB_S_PER_NODE:,.0f} MB/s: "
               f"FSx for Lustre {fsx.deployment_type} {fsx.storage_capacity_gib:,} GiB at "
               f"{fsx.per_unit_storage_throughput} MB/s/TiB ({fsx.throughput_mb_s:,.0f} MB/s)")
     return StoragePlan(dataset, ckpt, checkpoint_interval_s, read_mb_s, write_mb_s, "fsx", reason, fsx,
-                       ckpt / (fsx.throughput_mb_s * 1e6), ckpt / (fsx.throughput_mb_s * 1e6))
+                       ckpt / (fsx.throughput_mb_s * 1e6))
 
 
 def storage_source() -> tuple[str, str]:

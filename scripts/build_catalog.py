@@ -84,14 +84,19 @@ def build(prices_csv: Path) -> dict:
             "instance_types": instance_types}
 
 
+def _ec2_rows(path: Path, prices: dict, sources: dict[str, str]):
+    """(row, its EC2 price entry, its source id) for each row of a per-type CSV the catalog prices."""
+    for row in csv.DictReader(path.open()):
+        ec2 = prices.get(row["instance_type"], {}).get(row["region"], {}).get("ec2")
+        if ec2 is not None:
+            sid = _source_id(row["source"])
+            sources[sid] = row["source"]
+            yield row, ec2, sid
+
+
 def _add_commitments(prices: dict, sources: dict[str, str]) -> None:
     """Reserved / Savings Plans rates and the spot interruption band onto each EC2 price."""
-    for row in csv.DictReader(COMMITMENTS.open()):
-        ec2 = prices.get(row["instance_type"], {}).get(row["region"], {}).get("ec2")
-        if ec2 is None:
-            continue
-        sid = _source_id(row["source"])
-        sources[sid] = row["source"]
+    for row, ec2, sid in _ec2_rows(COMMITMENTS, prices, sources):
         origin = {"source": sid, "date": row["source_date"]}
         for column, fields in TERM_FIELDS.items():
             if row[column]:
@@ -105,12 +110,7 @@ def _add_commitments(prices: dict, sources: dict[str, str]) -> None:
 
 
 def _add_capacity_blocks(prices: dict, sources: dict[str, str]) -> None:
-    for row in csv.DictReader(CAPACITY_BLOCKS.open()):
-        ec2 = prices.get(row["instance_type"], {}).get(row["region"], {}).get("ec2")
-        if ec2 is None:
-            continue
-        sid = _source_id(row["source"])
-        sources[sid] = row["source"]
+    for row, ec2, sid in _ec2_rows(CAPACITY_BLOCKS, prices, sources):
         ec2["capacity_block"] = float(row["usd_per_instance_hour"])
         ec2.setdefault("provenance", {})["capacity_block"] = {"source": sid, "date": row["source_date"],
                                                                "note": row["note"]}
