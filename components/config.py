@@ -28,6 +28,7 @@ class Deployment(BaseModel):
     model_data_url: str | None = None
     hf_model_id: str | None = Field(default=None, min_length=1)
     hf_token_secret_arn: str | None = None
+    hf_token_in_environment: bool = False  # accept the token in the model's environment (DescribeModel)
     image_uri: str | None = Field(default=None, min_length=1)
     max_instance_count: int | None = Field(default=None, ge=1, le=10000)
     compiled_model_url: str | None = None

@@ -7,7 +7,7 @@ Config (namespace gpuplan; Pulumi.yaml declares the scalar keys):
   kmsKeyArn         optional key for SageMaker volumes
   environment       production (default) or another name; tagged for the policies
   deployments       per workload, camelCase keys (components/config.py): modelDataUrl | hfModelId,
-                    hfTokenSecretArn, imageUri, maxInstanceCount, compiledModelUrl (Neuron), vpcSubnetIds,
+                    hfTokenSecretArn, hfTokenInEnvironment, imageUri, maxInstanceCount, compiledModelUrl (Neuron), vpcSubnetIds,
                     vpcSecurityGroupIds, networkIsolation, protect, renamedFrom; for training subnetId,
                     capacityReservationId, capacityBlockId, fsx, fsxImportPath, amiId, amiParameter
 The region is aws:region, else AWS_REGION / AWS_DEFAULT_REGION, else the provider's (profile) region.
@@ -87,6 +87,7 @@ def main() -> None:
                     hf_model_id=deploy.hf_model_id, image_uri=deploy.image_uri,
                     max_instance_count=deploy.max_instance_count, kms_key_arn=config.get("kmsKeyArn") or None,
                     compiled_model_url=deploy.compiled_model_url, hf_token_secret_arn=deploy.hf_token_secret_arn,
+                    hf_token_in_environment=deploy.hf_token_in_environment,
                     vpc_subnet_ids=deploy.vpc_subnet_ids, vpc_security_group_ids=deploy.vpc_security_group_ids,
                     network_isolation=deploy.network_isolation, protect=deploy.protect,
                     name_stem=deploy.renamed_from), opts=_component_opts(deploy))

@@ -88,23 +88,45 @@ def capacity_wait_timeout(nodes: int) -> str:
 # Runs on every node: waits until all the cluster's nodes run, then writes the hostfile (sorted private
 # IPs, one line per node with its slots), the rendezvous endpoint (the first node) and this node's rank
 # where torchrun / mpirun read them. Tags, not the group name, find the peers: the launch template is
-# created before the Auto Scaling group.
+# created before the Auto Scaling group. Under `set -euo pipefail` every lookup that may find nothing
+# ends in `|| true`, so an empty first answer is retried, not fatal. Capacity rebalancing runs one node
+# more than the cluster while a replacement starts; a node outside the first N (by address) waits for the
+# replaced one to go, and stands by without a rank if it does not (a clear line in the console log either way).
+# Bounded: DISCOVERY_ATTEMPTS × DISCOVERY_INTERVAL_S, the Auto Scaling group's longest capacity wait.
+DISCOVERY_ATTEMPTS, DISCOVERY_INTERVAL_S = 120, 15
 DISCOVERY = r"""TOKEN=$(curl -sX PUT http://169.254.169.254/latest/api/token -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')
 md() { curl -s -H "X-aws-ec2-metadata-token: $TOKEN" "http://169.254.169.254/latest/meta-data/$1"; }
+say() { echo "gpuplan: $*" >&2; }
+peers() {
+  aws ec2 describe-instances --region "$REGION" \
+    --filters "Name=tag:{tag},Values={cluster}" "Name=instance-state-name,Values=running" \
+    --query 'Reservations[].Instances[].PrivateIpAddress' --output text | tr '\t' '\n' | grep -v '^None$' \
+    | grep . | sort -V || true
+}
 REGION=$(md placement/region); SELF=$(md local-ipv4)
-for attempt in $(seq 1 120); do
-  IPS=$(aws ec2 describe-instances --region "$REGION"         --filters "Name=tag:{tag},Values={cluster}" "Name=instance-state-name,Values=running"         --query 'Reservations[].Instances[].PrivateIpAddress' --output text | tr '	' '
-' | grep . | sort -V)
-  [ "$(echo "$IPS" | grep -c .)" -ge {nodes} ] && break
-  sleep 15
+IPS=""; COUNT=0; RANK=""
+for attempt in $(seq 1 {attempts}); do
+  IPS=$(peers)
+  COUNT=$(printf '%s\n' "$IPS" | grep -c . || true)
+  RANK=$(printf '%s\n' "$IPS" | head -n {nodes} | grep -nxF "$SELF" | cut -d: -f1 || true)
+  if [ "$COUNT" -ge {nodes} ] && [ -n "$RANK" ]; then break; fi
+  if [ "$attempt" -lt {attempts} ]; then sleep {interval}; fi
 done
-echo "$IPS" | head -n {nodes} | sed 's/$/ slots={slots}/' > /etc/gpuplan/hostfile
-MASTER=$(echo "$IPS" | head -n 1)
-RANK=$(echo "$IPS" | head -n {nodes} | grep -nx "$SELF" | cut -d: -f1)
+if [ "$COUNT" -lt {nodes} ]; then
+  say "peer discovery: $COUNT of {nodes} nodes running after {minutes} min; no hostfile written (see the Auto Scaling group's activity)"
+  exit 1
+fi
+printf '%s\n' "$IPS" | head -n {nodes} | sed 's/$/ slots={slots}/' > /etc/gpuplan/hostfile
+MASTER=$(printf '%s\n' "$IPS" | head -n 1)
+if [ -z "$RANK" ]; then
+  say "surplus node: $COUNT nodes run for a {nodes}-node cluster (capacity rebalancing) and $SELF is not among the first {nodes}; standing by without a rank"
+  echo "GPUPLAN_NODE_ROLE=standby" >> /etc/gpuplan/env
+else
+  echo "GPUPLAN_NODE_RANK=$((RANK - 1))" >> /etc/gpuplan/env
+fi
 cat >> /etc/gpuplan/env <<EOF
 GPUPLAN_MASTER_ADDR=$MASTER
 GPUPLAN_MASTER_PORT=29500
-GPUPLAN_NODE_RANK=$((RANK - 1))
 GPUPLAN_RDZV_ENDPOINT=$MASTER:29500
 EOF"""
 
@@ -136,7 +158,9 @@ def user_data(plan: Plan, instance: InstanceType, cluster: str, fsx: tuple[str, 
                   " >> /etc/fstab",
                   f"mount {FSX_MOUNT_POINT}", f"echo GPUPLAN_FSX={FSX_MOUNT_POINT} >> /etc/gpuplan/env"]
     lines += [DISCOVERY.replace("{tag}", CLUSTER_TAG).replace("{cluster}", cluster)
-              .replace("{nodes}", str(plan.choice.nodes)).replace("{slots}", str(slots)),
+              .replace("{nodes}", str(plan.choice.nodes)).replace("{slots}", str(slots))
+              .replace("{attempts}", str(DISCOVERY_ATTEMPTS)).replace("{interval}", str(DISCOVERY_INTERVAL_S))
+              .replace("{minutes}", str(DISCOVERY_ATTEMPTS * DISCOVERY_INTERVAL_S // 60)),
               "cp /etc/gpuplan/env /etc/profile.d/gpuplan.sh && sed -i 's/^/export /' /etc/profile.d/gpuplan.sh"]
     return "\n".join(lines) + "\n"
 
