@@ -60,7 +60,7 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     memory_s = (weights + kv) / efficiency.effective_bandwidth(accel, precision)
     attention_flops = 4 * arch.layers * arch.attention_heads * arch.head_dim * context_tokens
     flops = batch * (2 * arch.params_per_token + attention_flops) / (tp * pp)
-    compute_s = flops / (accel.peak_flops(compute_precision(precision)) * efficiency.gemm_efficiency(accel))
+    compute_s = flops / (accel.peak_flops(compute_precision(precision, accel.supports.fp4)) * efficiency.gemm_efficiency(accel))
     activation = batch * arch.hidden_size * 2
     comm_s = 2 * arch.layers / pp * ring_s(activation, tp, intra_node_bytes_per_s(accel), accel=accel) if tp > 1 else 0.0
     stage_s = max(memory_s, compute_s) + comm_s
@@ -75,7 +75,7 @@ def prefill_s(arch: Architecture, accel: Accelerator, precision: str, tp: int, p
     padded_heads = math.ceil(arch.attention_heads / tp) * tp  # a rank computes its padded heads too
     flops = prompts * (2 * (arch.params_per_token + attention_padding_params(arch, tp) * tp) * prompt_tokens
                        + 2 * arch.layers * prompt_tokens**2 * padded_heads * arch.head_dim)
-    compute = flops / tp / (accel.peak_flops(compute_precision(precision)) * efficiency.prefill_efficiency(accel))
+    compute = flops / tp / (accel.peak_flops(compute_precision(precision, accel.supports.fp4)) * efficiency.prefill_efficiency(accel))
     memory = sharded_weight_bytes(arch, precision, tp) / efficiency.effective_bandwidth(accel, precision)
     activations = prompts * prompt_tokens * arch.hidden_size * 2
     comm = 2 * arch.layers * ring_s(activations, tp, intra_node_bytes_per_s(accel), accel=accel) if tp > 1 else 0.0

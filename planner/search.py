@@ -16,7 +16,7 @@ from planner.plan import (Alternative, Choice, ModelSummary, Plan, PlanCost, Pla
 from planner.search_inference import best_inference
 from planner.search_training import best_training, global_batch_sequences
 from planner.spec import Workload
-from planner.units import HOURS_PER_MONTH, compute_precision
+from planner.units import FP4_FORMATS, HOURS_PER_MONTH, compute_precision
 
 ALTERNATIVES = 5
 NEAREST_MISSES = 5
@@ -45,10 +45,14 @@ def _type_gate(w: Workload, itype: InstanceType, catalog: Catalog, target: str) 
     tensor = {"fp8": "fp8", "bf16": "bf16"}.get(w.precision)
     if tensor and not getattr(accel.supports, tensor):
         return Miss(f"{accel.name} has no {w.precision} support")
-    rates = {compute_precision(w.precision)} | ({"bf16"} if w.precision == "fp8" else set())  # fp8 attention runs in bf16
+    rates = {compute_precision(w.precision, accel.supports.fp4)} | ({"bf16"} if w.precision in ("fp8", *FP4_FORMATS) else set())  # fp8 attention runs in bf16
     missing = sorted(r for r in rates if accel.peak_flops(r) is None)
     if missing:
         return Miss(f"{accel.name} has no {'/'.join(missing)} peak TFLOP/s in the catalog (tflops.{missing[0]})")
+    if w.precision == "nvfp4" and not accel.supports.fp4:
+        return Miss(f"{accel.name} has no FP4 tensor cores for nvfp4 (Blackwell has them)")
+    if w.precision == "mxfp4" and (accel.is_neuron or not (accel.supports.fp4 or accel.supports.int4_kernels)):
+        return Miss(f"{accel.name} has no MXFP4 kernels (vLLM runs them on Hopper, Ampere and Blackwell GPUs)")
     if w.precision == "int4" and not accel.supports.int4_kernels and w.kind == "inference":
         cc = f" (compute capability {accel.compute_capability})" if accel.compute_capability else ""
         return Miss(f"{accel.name}{cc} has no int4 kernels")

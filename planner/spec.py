@@ -15,7 +15,7 @@ from planner.errors import SHOWN_CHARS, SpecError, field_path, shown
 from planner.presets import Architecture, presets
 from planner.strict import StrictModel
 
-Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
+Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4"]
 STACK_KEY = "gpuplan:workloads"
 AWS_REGION_PATTERN = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d{1,2}$"  # us-east-1, us-gov-west-1, ap-southeast-5
 STACK_CATALOG_KEY = "gpuplan:catalog"
@@ -173,7 +173,7 @@ class Workload(_Section):
                 raise ValueError(f"serving: is only for kind inference (this workload is {self.kind})")
             if self.training is None:
                 raise ValueError(f"kind {self.kind} needs a training: section with at least tokens")
-            if self.precision in ("int8", "int4") and self.training.method != "qlora":
+            if self.precision in ("int8", "int4", "mxfp4", "nvfp4") and self.training.method != "qlora":
                 raise ValueError(f"precision {self.precision} cannot be trained; use bf16, fp16, fp8 or fp32 "
                                  "(or training.method: qlora for a 4-bit base)")
         return self
