@@ -23,6 +23,11 @@ NEAREST_MISSES = 5
 LONG_RUN_DAYS = 90
 
 
+# (KV precision, engine) pairs whose setting reaches the engine's environment (engine-options.yaml
+# kv_cache_dtype): a plan sized for a quantised KV cache the engine never hears of would overflow.
+KV_CACHE_ENGINES = {("fp8", "vllm"), ("fp8", "lmi"), ("fp8", "tgi")}
+
+
 def engine_for(w: Workload, vendor: str) -> str:
     if w.serving.engine != "auto":
         return w.serving.engine
@@ -62,6 +67,10 @@ def _type_gate(w: Workload, itype: InstanceType, catalog: Catalog, target: str) 
             return Miss(f"engine {engine} does not run on {accel.name}")
         if w.serving.kv_cache_precision == "fp8" and not accel.supports.fp8:
             return Miss(f"{accel.name} has no fp8 KV cache support")
+        kv = w.serving.kv_cache_precision
+        if kv not in ("fp32", "bf16", "fp16") and (kv, engine) not in KV_CACHE_ENGINES:
+            return Miss(f"engine {engine} cannot be told to keep a {kv} KV cache (gpuplan sets fp8 for vllm, lmi "
+                        "and tgi only), so the plan's KV sizing would not hold")
     if itype.offered_regions is not None and c.region not in itype.offered_regions:
         return Miss(f"not offered in {c.region}")
     book = price_book(catalog, itype, c.region, target, purchase_options(w.kind, c.purchase))
@@ -264,7 +273,8 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
                  for c in also_feasible]
     return Plan(workload=w.name, kind=w.kind,
                 model=ModelSummary(name=w.model.preset or "custom", params=arch.params,
-                                   active_params=arch.params_per_token, precision=w.precision),
+                                   active_params=arch.params_per_token, precision=w.precision,
+                                   kv_cache_precision=w.serving.kv_cache_precision if w.kind == "inference" else None),
                 choice=choice, layout=layout, memory=memory, performance=performance, cost=cost,
                 engine=engine_for(w, accel.vendor) if w.kind == "inference" else None,
                 max_context_tokens=w.serving.max_context_tokens if w.kind == "inference" else None,
