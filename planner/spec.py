@@ -63,6 +63,9 @@ class Serving(_Section):
     max_time_to_first_token_ms: float | None = Field(default=None, gt=0, le=3.6e6)
     max_inter_token_latency_ms: float | None = Field(default=None, gt=0, le=3.6e6)
     kv_cache_precision: Literal["fp32", "bf16", "fp16", "fp8", "int8"] = "fp16"
+    # Expected share of each prompt already in the engine's prefix cache (shared system prompt, chat
+    # history, few-shot examples): that part is not prefilled again (planner/prefix.py).
+    prefix_hit_share: float = Field(default=0.0, ge=0, lt=1)
     hours_per_month: float = Field(default=730.0, gt=0, le=744)
     # Traffic, for the managed-API comparison: requests a day, and the busiest hour's rate over the
     # day's mean (2: an assumed day/night swing; set your own from the endpoint's metrics).
