@@ -154,6 +154,9 @@ def container_environment(plan: Plan, hf_model_id: str | None, headroom: float,
     quantize = engine_options()[style]["quantize"].get(plan.model.precision)
     if quantize:
         env[key] = quantize
+    kv_dtype = engine_options()[style].get("kv_cache_dtype", {}).get(plan.model.kv_cache_precision or "")
+    if kv_dtype:  # the plan sized the KV cache at this precision: the engine must allocate it so
+        env["KV_CACHE_DTYPE" if style == "tgi" else "OPTION_KV_CACHE_DTYPE"] = kv_dtype
     return env
 
 

@@ -213,14 +213,20 @@ def catalog_list(catalog: Optional[Path] = CatalogOpt, region: str = typer.Optio
     from planner import catalog as catalog_mod
 
     cat = guarded(lambda: catalog_mod.load(catalog))
-    table = Table("type", "family", "accelerator", "count", "GiB each", "EFA Gbps", "EC2 $/h", "SageMaker $/h", box=None)
+    table = Table("type", "family", "accelerator", "count", "GiB each", "EFA Gbps", "EC2 $/h", "SageMaker $/h",
+                  "EC2 price date", box=None)
     for t in cat.instance_types:
         accel = cat.accelerator(t.accelerator)
         ec2, sm = t.price(region, "ec2"), t.price(region, "sagemaker")
         table.add_row(t.name, t.family, accel.name, str(t.accelerators_per_node), f"{accel.memory_mib / 1024:.1f}",
                       f"{t.inter_node_gbps:g}" if t.efa else "-", f"{ec2.on_demand:.4f}" if ec2 and ec2.on_demand else "-",
-                      f"{sm.on_demand:.4f}" if sm and sm.on_demand else "-")
-    Console(width=140).print(table)
+                      f"{sm.on_demand:.4f}" if sm and sm.on_demand else "-",
+                      (ec2.date or "-") if ec2 else ("no price (below)" if t.no_price_reason else "-"))
+    console = Console(width=140)
+    console.print(table)
+    for t in cat.instance_types:
+        if t.no_price_reason:
+            console.print(f"{t.name}: {t.no_price_reason}", highlight=False)
 
 
 @catalog_app.command("show")

@@ -18,12 +18,13 @@ from planner.units import MIB
 
 
 # The tensor precisions a datasheet quotes dense peak TFLOP/s for; a key outside these is a typo.
-TensorPrecision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4"]
+TensorPrecision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
 NAME = Field(min_length=1, max_length=64)
 
 
 class Supports(StrictModel):
     fp8: bool = False
+    fp4: bool = False  # Blackwell's FP4 tensor cores (mxfp4/nvfp4 activations and weights)
     bf16: bool = True
     flash_attention: bool = True
     int4_kernels: bool = False
@@ -49,7 +50,7 @@ class Accelerator(StrictModel):
         """Every precision the accelerator claims needs its peak rate: the estimators divide by it."""
         if not any(self.tflops.values()):
             raise ValueError("tflops: give the dense peak TFLOP/s of at least one precision (bf16, fp16, ...)")
-        for precision in ("bf16", "fp8"):
+        for precision in ("bf16", "fp8", "fp4"):
             if getattr(self.supports, precision) and self.tflops.get(precision) is None:
                 raise ValueError(f"supports.{precision} is true but tflops.{precision} is missing: give its dense "
                                  f"peak TFLOP/s, or set supports.{precision}: false")
@@ -157,6 +158,7 @@ class InstanceType(StrictModel):
     prices: dict[str, dict[str, Price]] = Field(default_factory=dict)  # region -> service -> price
     offered_regions: list[str] | None = None  # set by `catalog refresh`; None: unknown
     owned: Owned | None = None  # overlay: the same node bought outright (rent vs buy)
+    no_price_reason: str = ""  # why the bundled catalog carries no price (e.g. sold only as Capacity Blocks)
 
     @model_validator(mode="after")
     def _efa_has_bandwidth(self) -> "InstanceType":

@@ -17,7 +17,9 @@ from planner.catalog import Accelerator
 MEMORY_BANDWIDTH_EFFICIENCY = 0.73
 # Weight-only quantised kernels dequantise on the fly and reach less of the roof (gpt-fast int8 and
 # int4-g32 rows, reference P-35..P-41).
-QUANTISED_BANDWIDTH_FACTOR = {"int8": 0.80, "int4": 0.62}
+# MXFP4/NVFP4 weight kernels dequantise 4-bit blocks the same way; no published decode row isolates
+# them yet, so int4's factor stands in (issue 28).
+QUANTISED_BANDWIDTH_FACTOR = {"int8": 0.80, "int4": 0.62, "mxfp4": 0.62, "nvfp4": 0.62}
 # Share of dense peak tensor FLOP/s that a transformer's GEMMs sustain end to end (clocks under load,
 # tile quantisation, kernel gaps), per CUDA compute-capability generation: Hopper reaches a lower
 # share of its higher peak than Ampere (MosaicML's H100 and A100 rows, one code base).

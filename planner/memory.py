@@ -74,21 +74,35 @@ def sharded_weight_bytes(arch: Architecture, precision: str, tp: int) -> float:
     return weight_bytes(arch, precision) / tp + attention_padding_params(arch, tp) * BYTES_PER_PARAM[precision]
 
 
+def kv_values_per_layer_token(arch: Architecture) -> int:
+    """Values one layer caches per token. MHA/GQA: K and V, 2 × kv_heads × head_dim (domain.md;
+    reference C2). MLA (DeepSeek-V2 paper, arXiv 2405.04434 §2.1.2; V3 report §2.1.1): the joint
+    KV latent c_KV of kv_lora_rank plus the decoupled RoPE key of qk_rope_head_dim (512 + 64 = 576
+    for DeepSeek-V3), shared by all heads."""
+    if arch.is_mla:
+        return arch.kv_lora_rank + arch.qk_rope_head_dim
+    return 2 * arch.kv_heads * arch.head_dim
+
+
 def kv_bytes_per_token(arch: Architecture, kv_precision: str) -> float:
-    """2 (K and V) × layers × kv_heads × head_dim × bytes (domain.md; reference C2)."""
-    return 2 * arch.layers * arch.kv_heads * arch.head_dim * BYTES_PER_PARAM[kv_precision]
+    """Cached values per layer per token × layers × bytes."""
+    return arch.layers * kv_values_per_layer_token(arch) * BYTES_PER_PARAM[kv_precision]
 
 
 def kv_bytes_per_sequence(arch: Architecture, context_tokens: int, kv_precision: str) -> float:
     """A sequence's whole KV cache; sliding-window layers hold at most the window."""
-    per_layer_token = 2 * arch.kv_heads * arch.head_dim * BYTES_PER_PARAM[kv_precision]
+    per_layer_token = kv_values_per_layer_token(arch) * BYTES_PER_PARAM[kv_precision]
     windowed = arch.windowed_layers
     window_tokens = min(context_tokens, arch.sliding_window or context_tokens)
     return per_layer_token * ((arch.layers - windowed) * context_tokens + windowed * window_tokens)
 
 
 def kv_shard_fraction(arch: Architecture, tp: int) -> float:
-    """Share of the KV heads one TP rank keeps: heads split over ranks, replicated once TP > kv_heads."""
+    """Share of the KV heads one TP rank keeps: heads split over ranks, replicated once TP > kv_heads.
+    MLA's latent is shared by every head, so vLLM and SGLang keep the whole latent cache on each TP
+    rank (vLLM MLA backend; SGLang's DP-attention exists to avoid that replication)."""
+    if arch.is_mla:
+        return 1.0
     return math.ceil(arch.kv_heads / tp) / arch.kv_heads
 
 

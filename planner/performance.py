@@ -16,6 +16,7 @@ from planner.collectives import inter_node_bytes_per_s, intra_node_bytes_per_s, 
 from planner.memory import (attention_padding_params, kv_bytes_per_sequence, kv_shard_fraction, sharded_weight_bytes,
                             weight_bytes)
 from planner.presets import Architecture
+from planner.prefix import prefix_cached_tokens
 from planner.units import BYTES_PER_PARAM, compute_precision
 
 
@@ -60,7 +61,7 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     memory_s = (weights + kv) / efficiency.effective_bandwidth(accel, precision)
     attention_flops = 4 * arch.layers * arch.attention_heads * arch.head_dim * context_tokens
     flops = batch * (2 * arch.params_per_token + attention_flops) / (tp * pp)
-    compute_s = flops / (accel.peak_flops(compute_precision(precision)) * efficiency.gemm_efficiency(accel))
+    compute_s = flops / (accel.peak_flops(compute_precision(precision, accel.supports.fp4)) * efficiency.gemm_efficiency(accel))
     activation = batch * arch.hidden_size * 2
     comm_s = 2 * arch.layers / pp * ring_s(activation, tp, intra_node_bytes_per_s(accel), accel=accel) if tp > 1 else 0.0
     stage_s = max(memory_s, compute_s) + comm_s
@@ -68,16 +69,19 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
 
 
 def prefill_s(arch: Architecture, accel: Accelerator, precision: str, tp: int, pp: int, prompt_tokens: int,
-              itype: InstanceType | None = None, prompts: int = 1) -> float:
+              itype: InstanceType | None = None, prompts: int = 1, cached_tokens: int = 0) -> float:
     """Time to run `prompts` prompts (one batch) through the model. Causal attention does half of
     4·L·s²·H·hd. Pipeline stages run one prompt one after another, so PP shortens nothing here (only
-    TP splits the work); each stage boundary adds a hop of the prompt's activations."""
+    TP splits the work); each stage boundary adds a hop of the prompt's activations. A prefix of
+    `cached_tokens` already in the KV cache (prefix caching) is not recomputed: the new tokens' GEMMs
+    cover s − c tokens and their causal attention 2·L·(s² − c²)·H·hd (positions c..s attend to all before)."""
     padded_heads = math.ceil(arch.attention_heads / tp) * tp  # a rank computes its padded heads too
-    flops = prompts * (2 * (arch.params_per_token + attention_padding_params(arch, tp) * tp) * prompt_tokens
-                       + 2 * arch.layers * prompt_tokens**2 * padded_heads * arch.head_dim)
-    compute = flops / tp / (accel.peak_flops(compute_precision(precision)) * efficiency.prefill_efficiency(accel))
+    new_tokens = prompt_tokens - cached_tokens
+    flops = prompts * (2 * (arch.params_per_token + attention_padding_params(arch, tp) * tp) * new_tokens
+                       + 2 * arch.layers * (prompt_tokens**2 - cached_tokens**2) * padded_heads * arch.head_dim)
+    compute = flops / tp / (accel.peak_flops(compute_precision(precision, accel.supports.fp4)) * efficiency.prefill_efficiency(accel))
     memory = sharded_weight_bytes(arch, precision, tp) / efficiency.effective_bandwidth(accel, precision)
-    activations = prompts * prompt_tokens * arch.hidden_size * 2
+    activations = prompts * new_tokens * arch.hidden_size * 2
     comm = 2 * arch.layers * ring_s(activations, tp, intra_node_bytes_per_s(accel), accel=accel) if tp > 1 else 0.0
     if pp > 1:
         hop = inter_node_bytes_per_s(itype) if itype is not None else intra_node_bytes_per_s(accel)
@@ -95,7 +99,7 @@ class ServingEstimate:
 
 def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_precision: str, tp: int,
                      pp: int, batch: int, prompt_tokens: int, output_tokens: int,
-                     itype: InstanceType | None = None) -> ServingEstimate:
+                     itype: InstanceType | None = None, prefix_hit_share: float = 0.0) -> ServingEstimate:
     """Continuous batching at `batch` sequences per replica, at the typical request.
 
     Each decode step emits one token per sequence; meanwhile batch/output_tokens sequences finish and
@@ -106,7 +110,8 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
     """
     mean_context = prompt_tokens + output_tokens / 2
     step = decode_step(arch, accel, precision, kv_precision, tp, pp, batch, mean_context)
-    prefill = prefill_s(arch, accel, precision, tp, pp, prompt_tokens, itype)
+    cached = prefix_cached_tokens(prompt_tokens, prefix_hit_share, accel)
+    prefill = prefill_s(arch, accel, precision, tp, pp, prompt_tokens, itype, cached_tokens=cached)
     inter_token = step.seconds + (batch - 1) / output_tokens * prefill  # the others' prefills; its own is in TTFT
     # The first token comes out of the prompt's own prefill. A new prompt first queues behind the
     # other clients' prefills: the replica spends a share rho of its time prefilling them, and with

@@ -169,6 +169,7 @@ class ModelSummary(BaseModel):
     params: float
     active_params: float
     precision: str
+    kv_cache_precision: str | None = None  # serving: what the plan sized the KV cache at; the engine is told
 
 
 class Plan(BaseModel):

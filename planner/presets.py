@@ -30,6 +30,13 @@ class Architecture(StrictModel):
     sliding_window: int | None = Field(default=None, gt=0)
     sliding_window_layers: int | None = Field(default=None, ge=0)
     max_context_tokens: int | None = Field(default=None, gt=0)
+    # Multi-head latent attention (DeepSeek-V2/V3): each layer caches one compressed latent of
+    # kv_lora_rank values plus the shared RoPE key of qk_rope_head_dim, not K and V per head.
+    kv_lora_rank: int | None = Field(default=None, gt=0, le=65536)
+    qk_rope_head_dim: int | None = Field(default=None, ge=0, le=4096)
+    # Layers with a dense FFN instead of experts (DeepSeek's first_k_dense_replace, Llama 4
+    # Maverick's interleaved dense layers); 0 for a dense model's count is meaningless and ignored.
+    dense_layers: int = Field(default=0, ge=0, le=1000)
     source: str = ""
 
     @model_validator(mode="after")
@@ -42,6 +49,10 @@ class Architecture(StrictModel):
             raise ValueError("active_params cannot exceed params")
         if self.sliding_window_layers is not None and self.sliding_window_layers > self.layers:
             raise ValueError("sliding_window_layers cannot exceed layers")
+        if self.dense_layers > self.layers:
+            raise ValueError("dense_layers cannot exceed layers")
+        if (self.kv_lora_rank is None) != (self.qk_rope_head_dim is None):
+            raise ValueError("multi-head latent attention needs both kv_lora_rank and qk_rope_head_dim")
         if self.is_moe and self.shared_experts >= self.experts:
             raise ValueError("shared_experts must be fewer than experts")
         if self.params_per_token <= 0:
@@ -65,6 +76,15 @@ class Architecture(StrictModel):
         # Gated (SwiGLU) experts hold 3·h·ffn parameters each; the unused ones sit idle.
         idle = (self.experts - self.active_experts) * 3 * self.hidden_size * self.ffn_hidden_size
         return self.params - idle * self.layers
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose FFN is routed experts (the ones expert parallelism shards and all-to-alls)."""
+        return self.layers - self.dense_layers if self.is_moe else 0
 
     @property
     def embedding_params(self) -> float:

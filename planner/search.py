@@ -16,11 +16,16 @@ from planner.plan import (Alternative, Choice, ModelSummary, Plan, PlanCost, Pla
 from planner.search_inference import best_inference
 from planner.search_training import best_training, global_batch_sequences
 from planner.spec import Workload
-from planner.units import HOURS_PER_MONTH, compute_precision
+from planner.units import FP4_FORMATS, HOURS_PER_MONTH, compute_precision
 
 ALTERNATIVES = 5
 NEAREST_MISSES = 5
 LONG_RUN_DAYS = 90
+
+
+# (KV precision, engine) pairs whose setting reaches the engine's environment (engine-options.yaml
+# kv_cache_dtype): a plan sized for a quantised KV cache the engine never hears of would overflow.
+KV_CACHE_ENGINES = {("fp8", "vllm"), ("fp8", "lmi"), ("fp8", "tgi")}
 
 
 def engine_for(w: Workload, vendor: str) -> str:
@@ -45,10 +50,14 @@ def _type_gate(w: Workload, itype: InstanceType, catalog: Catalog, target: str) 
     tensor = {"fp8": "fp8", "bf16": "bf16"}.get(w.precision)
     if tensor and not getattr(accel.supports, tensor):
         return Miss(f"{accel.name} has no {w.precision} support")
-    rates = {compute_precision(w.precision)} | ({"bf16"} if w.precision == "fp8" else set())  # fp8 attention runs in bf16
+    rates = {compute_precision(w.precision, accel.supports.fp4)} | ({"bf16"} if w.precision in ("fp8", *FP4_FORMATS) else set())  # fp8 attention runs in bf16
     missing = sorted(r for r in rates if accel.peak_flops(r) is None)
     if missing:
         return Miss(f"{accel.name} has no {'/'.join(missing)} peak TFLOP/s in the catalog (tflops.{missing[0]})")
+    if w.precision == "nvfp4" and not accel.supports.fp4:
+        return Miss(f"{accel.name} has no FP4 tensor cores for nvfp4 (Blackwell has them)")
+    if w.precision == "mxfp4" and (accel.is_neuron or not (accel.supports.fp4 or accel.supports.int4_kernels)):
+        return Miss(f"{accel.name} has no MXFP4 kernels (vLLM runs them on Hopper, Ampere and Blackwell GPUs)")
     if w.precision == "int4" and not accel.supports.int4_kernels and w.kind == "inference":
         cc = f" (compute capability {accel.compute_capability})" if accel.compute_capability else ""
         return Miss(f"{accel.name}{cc} has no int4 kernels")
@@ -58,6 +67,10 @@ def _type_gate(w: Workload, itype: InstanceType, catalog: Catalog, target: str) 
             return Miss(f"engine {engine} does not run on {accel.name}")
         if w.serving.kv_cache_precision == "fp8" and not accel.supports.fp8:
             return Miss(f"{accel.name} has no fp8 KV cache support")
+        kv = w.serving.kv_cache_precision
+        if kv not in ("fp32", "bf16", "fp16") and (kv, engine) not in KV_CACHE_ENGINES:
+            return Miss(f"engine {engine} cannot be told to keep a {kv} KV cache (gpuplan sets fp8 for vllm, lmi "
+                        "and tgi only), so the plan's KV sizing would not hold")
     if itype.offered_regions is not None and c.region not in itype.offered_regions:
         return Miss(f"not offered in {c.region}")
     book = price_book(catalog, itype, c.region, target, purchase_options(w.kind, c.purchase))
@@ -260,7 +273,8 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
                  for c in also_feasible]
     return Plan(workload=w.name, kind=w.kind,
                 model=ModelSummary(name=w.model.preset or "custom", params=arch.params,
-                                   active_params=arch.params_per_token, precision=w.precision),
+                                   active_params=arch.params_per_token, precision=w.precision,
+                                   kv_cache_precision=w.serving.kv_cache_precision if w.kind == "inference" else None),
                 choice=choice, layout=layout, memory=memory, performance=performance, cost=cost,
                 engine=engine_for(w, accel.vendor) if w.kind == "inference" else None,
                 max_context_tokens=w.serving.max_context_tokens if w.kind == "inference" else None,

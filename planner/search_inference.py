@@ -113,7 +113,7 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
                 key = (tp, pp, batch)
                 if key not in estimates:
                     estimates[key] = serving_estimate(arch, accel, w.precision, s.kv_cache_precision, tp, pp, batch,
-                                                      s.prompt_tokens, s.output_tokens, itype)
+                                                      s.prompt_tokens, s.output_tokens, itype, s.prefix_hit_share)
                 return estimates[key]
 
             def memory_at(n: int):

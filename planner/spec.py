@@ -15,7 +15,7 @@ from planner.errors import SHOWN_CHARS, SpecError, field_path, shown
 from planner.presets import Architecture, presets
 from planner.strict import StrictModel
 
-Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
+Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4"]
 STACK_KEY = "gpuplan:workloads"
 AWS_REGION_PATTERN = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d{1,2}$"  # us-east-1, us-gov-west-1, ap-southeast-5
 STACK_CATALOG_KEY = "gpuplan:catalog"
@@ -63,6 +63,9 @@ class Serving(_Section):
     max_time_to_first_token_ms: float | None = Field(default=None, gt=0, le=3.6e6)
     max_inter_token_latency_ms: float | None = Field(default=None, gt=0, le=3.6e6)
     kv_cache_precision: Literal["fp32", "bf16", "fp16", "fp8", "int8"] = "fp16"
+    # Expected share of each prompt already in the engine's prefix cache (shared system prompt, chat
+    # history, few-shot examples): that part is not prefilled again (planner/prefix.py).
+    prefix_hit_share: float = Field(default=0.0, ge=0, lt=1)
     hours_per_month: float = Field(default=730.0, gt=0, le=744)
     # Traffic, for the managed-API comparison: requests a day, and the busiest hour's rate over the
     # day's mean (2: an assumed day/night swing; set your own from the endpoint's metrics).
@@ -173,7 +176,7 @@ class Workload(_Section):
                 raise ValueError(f"serving: is only for kind inference (this workload is {self.kind})")
             if self.training is None:
                 raise ValueError(f"kind {self.kind} needs a training: section with at least tokens")
-            if self.precision in ("int8", "int4") and self.training.method != "qlora":
+            if self.precision in ("int8", "int4", "mxfp4", "nvfp4") and self.training.method != "qlora":
                 raise ValueError(f"precision {self.precision} cannot be trained; use bf16, fp16, fp8 or fp32 "
                                  "(or training.method: qlora for a 4-bit base)")
         return self

@@ -73,13 +73,17 @@ def build(prices_csv: Path) -> dict:
             for service, entry in services.items():
                 services[service] = {key: entry[key] for key in ORDER if key in entry}
     instance_types = []
+    family_sources = specs.get("family_sources", {})
     for name, family, accel, count, vcpus, mem, gbps, efa, cards in specs["instance_types"]:
-        instance_types.append({
-            "name": name, "family": family, "accelerator": accel, "accelerators_per_node": count,
-            "vcpus": vcpus, "memory_gib": mem, "inter_node_gbps": gbps, "efa": efa,
-            "network_cards": cards, "source": specs["instance_types_source"],
-            "source_date": specs["instance_types_source_date"], "prices": prices.get(name, {}),
-        })
+        source, source_date = family_sources.get(
+            family, (specs["instance_types_source"], specs["instance_types_source_date"]))
+        entry = {"name": name, "family": family, "accelerator": accel, "accelerators_per_node": count,
+                 "vcpus": vcpus, "memory_gib": mem, "inter_node_gbps": gbps, "efa": efa,
+                 "network_cards": cards, "source": source, "source_date": source_date,
+                 "prices": prices.get(name, {})}
+        if name in specs.get("no_price", {}) and not entry["prices"]:
+            entry["no_price_reason"] = specs["no_price"][name]
+        instance_types.append(entry)
     return {"schema": 1, "sources": sources, "accelerators": specs["accelerators"],
             "instance_types": instance_types}
 

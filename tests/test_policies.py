@@ -165,7 +165,7 @@ def test_the_memory_rule_sizes_from_the_engine_not_the_tags():
 @pytest.mark.parametrize("where, instance_type, expected", [
     ("chat-70b-config", "ml.m5.xlarge", "ml.m5.xlarge (productionVariants[0].instanceType) is not in the gpuplan "
                                         "catalog, so its accelerator memory cannot be checked; add it to the catalog overlay"),
-    ("chat-70b-config", "ml.g7e.12xlarge", "family g7e is not allowed"),
+    ("chat-70b-config", "ml.g9x.12xlarge", "family g9x is not allowed"),
     ("pretrain-70b-lt", "trn3.48xlarge", "family trn3 is not allowed"),
     ("pretrain-70b-lt", "m7i.48xlarge", "m7i.48xlarge (instanceType) is not in the gpuplan catalog"),
 ])
@@ -180,13 +180,13 @@ def test_types_outside_the_catalog_block(where, instance_type, expected):
 
 
 def test_catalog_overlay_in_the_policy_config_admits_a_new_type():
-    overlay = {"instance_types": [{"name": "g7e.12xlarge", "family": "g7e", "accelerator": "L40S",
+    overlay = {"instance_types": [{"name": "g9x.12xlarge", "family": "g9x", "accelerator": "L40S",
                                    "accelerators_per_node": 4, "vcpus": 48, "memory_gib": 384, "inter_node_gbps": 100,
                                    "efa": False, "network_cards": 1, "source": "test", "source_date": "2026-11-01"}]}
-    props = {"instanceType": "g7e.12xlarge", "tags": {}}
-    [message] = validate("instance-family-allowed", LT, props, {"allowedFamilies": ["g7e"]})
+    props = {"instanceType": "g9x.12xlarge", "tags": {}}
+    [message] = validate("instance-family-allowed", LT, props, {"allowedFamilies": ["g9x"]})
     assert "is not in the gpuplan catalog" in message
-    assert validate("instance-family-allowed", LT, props, {"allowedFamilies": ["g7e"], "catalogOverlay": overlay}) == []
+    assert validate("instance-family-allowed", LT, props, {"allowedFamilies": ["g9x"], "catalogOverlay": overlay}) == []
 
 
 SHADOW = {"variantName": "Shadow", "modelName": "m", "instanceType": "ml.g5.48xlarge", "initialInstanceCount": 2.0}

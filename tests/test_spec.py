@@ -37,7 +37,7 @@ def plan_error(tmp_path, document) -> str:
     ({**GOOD, "training": {"tokens": 1e9}},
      "workloads[0]: training: is only for kind training or fine-tuning (this workload is inference)"),
     ({**GOOD, "precision": "fp4"},
-     "workloads[0].precision: must be one of 'fp32', 'bf16', 'fp16', 'fp8', 'int8' or 'int4' (got 'fp4')"),
+     "workloads[0].precision: must be one of 'fp32', 'bf16', 'fp16', 'fp8', 'int8', 'int4', 'mxfp4' or 'nvfp4' (got 'fp4')"),
     ({**GOOD, "kind": "serving"},
      "workloads[0].kind: must be one of 'inference', 'training' or 'fine-tuning' (got 'serving')"),
     ({**GOOD, "name": "Chat_70B"},
