@@ -4,6 +4,7 @@ its JSON and its guardrails keep them apart."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -75,3 +76,20 @@ def test_guardrails_judge_each_kind_apart(tmp_path):
     serving = runner.invoke(app, ["cost", "--base", str(BASE), "--head", str(FIXTURES / "head_changed.yaml"),
                                   "--no-frontier", "--no-policies", "--fail-above-percent", "10"])
     assert serving.exit_code == 1 and "serving cost rises" in serving.output and "/month" in serving.output
+
+
+def test_the_packs_budget_rule_prices_a_training_run_not_a_month():
+    """pretrain-70b's cluster counted as 730 hours ($642,867/month) against a monthly budget; a run is
+    its wall-clock hours, judged against maxUsdPerTrainingRun (or its workloadBudgets entry)."""
+    from tests.test_policies import LT, named, stack, validate
+
+    lt = named(stack(), "pretrain-70b-lt")
+    tags = lt.props["tags"]
+    hours = float(tags["gpuplan:run-hours"])
+    assert 0 < hours < 730
+    assert validate("monthly-budget", LT, lt.props, {"maxUsdPerMonth": 1000}) == []  # serving's budget only
+    [message] = validate("monthly-budget", LT, lt.props, {"maxUsdPerTrainingRun": 1000})
+    assert re.fullmatch(rf"p5\.48xlarge × 16 costs \$[\d,]+ per run \({hours:g} h\) on demand, over the \$1,000 "
+                        r"per-run budget for pretrain-70b", message), message
+    assert validate("monthly-budget", LT, lt.props, {"maxUsdPerTrainingRun": 1000,
+                                                     "workloadBudgets": {"pretrain-70b": 1e9}}) == []
