@@ -93,3 +93,16 @@ def test_the_packs_budget_rule_prices_a_training_run_not_a_month():
                         r"per-run budget for pretrain-70b", message), message
     assert validate("monthly-budget", LT, lt.props, {"maxUsdPerTrainingRun": 1000,
                                                      "workloadBudgets": {"pretrain-70b": 1e9}}) == []
+
+
+def test_an_absurd_file_system_is_refused_not_priced(tmp_path):
+    """checkpoint_interval_minutes: 0.001 sized a 38,376,000 GiB FSx for Lustre and still exited 0."""
+    spec = {"workloads": [{"name": "pretrain-70b", "kind": "training", "model": {"preset": "llama-3-70b"},
+                           "precision": "bf16", "training": {
+                               "tokens": 2.0e11, "sequence_length": 4096, "global_batch_tokens": 4.0e6,
+                               "deadline_hours": 720, "checkpoint_interval_minutes": 0.001}}]}
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    result = runner.invoke(app, ["plan", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "training.checkpoint_interval_minutes" in result.output and "above the 100,800 GiB default quota; raise training.checkpoint_interval_minutes" in result.output
