@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from planner import PlanSet, plan_workloads
 from planner import catalog as catalog_mod
 from planner.errors import SpecError
+from planner.mdsafe import md_code, md_text
 from planner.spec import STACK_CATALOG_KEY, STACK_KEY, WorkloadFile, load_workloads
 
 # Stand-ins for the environment inputs a real deployment supplies; no rule reads them.
@@ -151,14 +152,16 @@ def load_policy_config(path: str | Path | None) -> dict | None:
 def render_markdown(report: CheckReport) -> str:
     icon = "✅" if report.passed else "❌"
     lines = [f"{icon} **Policies: {report.mandatory} mandatory, {report.advisory} advisory violation(s)**", ""]
-    lines += [f"> note: {note}" for note in report.notes] + ([""] if report.notes else [])
+    lines += [f"> note: {md_text(note)}" for note in report.notes] + ([""] if report.notes else [])
     for w in report.workloads + ([WorkloadVerdict(workload="(stack)", instance_type="-", nodes=0,
                                                   violations=report.stack)] if report.stack else []):
+        named = f"- {md_code(w.workload)} ({md_text(w.instance_type)} × {w.nodes})"
         if not w.violations:
-            lines.append(f"- `{w.workload}` ({w.instance_type} × {w.nodes}): passes")
+            lines.append(f"{named}: passes")
             continue
-        lines.append(f"- `{w.workload}` ({w.instance_type} × {w.nodes}):")
-        lines += [f"  - **{v.level}** `{v.policy}` on `{v.resource}`: {v.message}" for v in w.violations]
+        lines.append(f"{named}:")
+        lines += [f"  - **{v.level}** {md_code(v.policy)} on {md_code(v.resource)}: {md_text(v.message)}"
+                  for v in w.violations]
     return "\n".join(lines) + "\n"
 
 

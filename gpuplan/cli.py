@@ -178,8 +178,10 @@ def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAM
     diff = guarded(build)
     if skip_no_diff and not diff.changed:
         return
-    render = {Format.markdown: costdiff.render_markdown, Format.json: costdiff.render_json,
-              Format.table: costdiff.render_table}[format]
+    from gpuplan import cost_comment
+
+    render = {Format.markdown: cost_comment.render_markdown, Format.json: cost_comment.render_json,
+              Format.table: cost_comment.render_table}[format]
     sys.stdout.write(render(diff))
     breach = costdiff.guardrail_breach(diff, fail_above_percent, fail_above_usd)
     if breach:

@@ -1,9 +1,8 @@
-"""`gpuplan cost`: what a change to the workloads costs, as one report model with pure renderers
-(Markdown for the pull-request comment, JSON for other tools, a plain table for terminals)."""
+"""`gpuplan cost`: what a change to the workloads costs, as one report model (the renderers are in
+gpuplan/cost_comment.py). Serving costs recur per month; a training run is paid once."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import tempfile
@@ -14,32 +13,41 @@ from typing import Iterator
 from pydantic import BaseModel, Field
 
 from gpuplan.check import CheckReport
-from planner.buying_report import buying_summary
 from planner.errors import InfeasibleError, SpecError
 from planner.frontier import Frontier
-from planner.frontier_report import mermaid as frontier_mermaid
 from planner.plan import Plan, PlanSet
-from planner.report import render_markdown as render_plans_markdown
 from planner.spec import STACK_CATALOG_KEY, read_yaml
 
 MARKER = "<!-- gpuplan-cost-comment -->"
 
 
 class WorkloadCost(BaseModel):
+    """One workload before and after. Serving is priced per month (it runs every hour); training per
+    run (it runs once, for its wall-clock time): `cost_unit` says which, and no figure mixes the two."""
     workload: str
     kind: str
     status: str  # changed | unchanged | added | removed
-    before_usd_per_month: float | None
-    after_usd_per_month: float | None
-    change_usd_per_month: float
+    cost_unit: str  # usd_per_month (serving) | usd_per_training_run (training)
+    before_usd: float | None
+    after_usd: float | None
+    change_usd: float
     change_percent: float | None
     before_instance_type: str | None
     before_nodes: int | None
     after_instance_type: str | None
     after_nodes: int | None
-    unit: str  # usd_per_million_output_tokens | usd_per_training_run
+    unit: str  # usd_per_million_output_tokens | hours_per_training_run
     before_unit_cost: float | None
     after_unit_cost: float | None
+
+
+class KindTotal(BaseModel):
+    """One kind's total on each side: serving in USD per month, training in USD per run (one run of each)."""
+    base: float
+    head: float
+    change: float
+    change_percent: float | None
+    workloads: int  # on either side
 
 
 class Assumptions(BaseModel):
@@ -53,10 +61,8 @@ class Assumptions(BaseModel):
 class CostDiff(BaseModel):
     base: str
     head: str
-    before_usd_per_month: float
-    after_usd_per_month: float
-    change_usd_per_month: float
-    change_percent: float | None
+    serving_usd_per_month: KindTotal
+    training_usd_per_run: KindTotal
     changed: bool
     workloads: list[WorkloadCost]
     assumptions: Assumptions
@@ -67,10 +73,22 @@ class CostDiff(BaseModel):
     frontiers: list[Frontier] = Field(default_factory=list, exclude=True)
 
 
+def is_serving(kind: str) -> bool:
+    return kind == "inference"
+
+
+def _usd_of(plan: Plan) -> float:
+    """Serving: USD per month; training: USD per run under the chosen purchase."""
+    if is_serving(plan.kind):
+        return plan.cost.usd_per_month
+    return plan.cost.usd_per_training_run or 0.0
+
+
 def _unit(plan: Plan) -> tuple[str, float | None]:
-    if plan.kind == "inference":
+    if is_serving(plan.kind):
         return "usd_per_million_output_tokens", plan.cost.usd_per_million_output_tokens
-    return "usd_per_training_run", plan.cost.usd_per_training_run
+    seconds = plan.performance.wall_clock_s or plan.performance.time_to_train_s
+    return "hours_per_training_run", None if seconds is None else seconds / 3600
 
 
 def _percent(before: float, after: float) -> float | None:
@@ -78,7 +96,14 @@ def _percent(before: float, after: float) -> float | None:
 
 
 def _same(a: Plan, b: Plan) -> bool:
-    return (a.choice == b.choice and a.layout == b.layout and abs(a.cost.usd_per_month - b.cost.usd_per_month) < 0.005)
+    return a.choice == b.choice and a.layout == b.layout and abs(_usd_of(a) - _usd_of(b)) < 0.005
+
+
+def _total(rows: list[WorkloadCost]) -> KindTotal:
+    before = sum(r.before_usd or 0 for r in rows)
+    after = sum(r.after_usd or 0 for r in rows)
+    return KindTotal(base=before, head=after, change=after - before, change_percent=_percent(before, after),
+                     workloads=len(rows))
 
 
 def compare(base: PlanSet, head: PlanSet, base_name: str, head_name: str,
@@ -90,26 +115,26 @@ def compare(base: PlanSet, head: PlanSet, base_name: str, head_name: str,
         b, a = before.get(name), after.get(name)
         ref = a or b
         unit, _ = _unit(ref)
-        b_usd = b.cost.usd_per_month if b else None
-        a_usd = a.cost.usd_per_month if a else None
+        b_usd = _usd_of(b) if b else None
+        a_usd = _usd_of(a) if a else None
         status = "added" if b is None else "removed" if a is None else "unchanged" if _same(a, b) else "changed"
         rows.append(WorkloadCost(
-            workload=name, kind=ref.kind, status=status, before_usd_per_month=b_usd, after_usd_per_month=a_usd,
-            change_usd_per_month=(a_usd or 0) - (b_usd or 0),
+            workload=name, kind=ref.kind, status=status,
+            cost_unit="usd_per_month" if is_serving(ref.kind) else "usd_per_training_run",
+            before_usd=b_usd, after_usd=a_usd, change_usd=(a_usd or 0) - (b_usd or 0),
             change_percent=_percent(b_usd, a_usd) if b_usd is not None and a_usd is not None else None,
             before_instance_type=b.choice.instance_type if b else None, before_nodes=b.choice.nodes if b else None,
             after_instance_type=a.choice.instance_type if a else None, after_nodes=a.choice.nodes if a else None,
             unit=unit, before_unit_cost=_unit(b)[1] if b else None, after_unit_cost=_unit(a)[1] if a else None))
-    total_before = sum(p.cost.usd_per_month for p in base.plans)
-    total_after = sum(p.cost.usd_per_month for p in head.plans)
     plans = head.plans or base.plans
     assumptions = Assumptions(
         prices=sorted({f"{p.cost.price_date}: {p.cost.price_source}" for p in plans}),
-        hours_per_month=sorted({p.cost.hours_per_month for p in plans}),
+        hours_per_month=sorted({p.cost.hours_per_month for p in plans if is_serving(p.kind)}),
         purchase=sorted({p.choice.purchase for p in plans}), regions=sorted({p.choice.region for p in plans}),
         estimated_prices=any(p.cost.price_estimated for p in plans))
-    return CostDiff(base=base_name, head=head_name, before_usd_per_month=total_before, after_usd_per_month=total_after,
-                    change_usd_per_month=total_after - total_before, change_percent=_percent(total_before, total_after),
+    return CostDiff(base=base_name, head=head_name,
+                    serving_usd_per_month=_total([r for r in rows if is_serving(r.kind)]),
+                    training_usd_per_run=_total([r for r in rows if not is_serving(r.kind)]),
                     changed=any(r.status != "unchanged" for r in rows), workloads=rows, assumptions=assumptions,
                     policies=policies, notes=notes or [], head_plans=head)
 
@@ -196,109 +221,15 @@ def plan_base(path: Path | None, scratch: str = "", shown_as: str = "") -> tuple
     return PlanSet(plans=plans, catalog=spec.catalog or "bundled"), notes
 
 
-def _usd(value: float | None) -> str:
-    return "–" if value is None else f"${value:,.0f}"
-
-
-def _signed(value: float) -> str:
-    return f"{'+' if value > 0 else '−' if value < 0 else '±'}${abs(value):,.0f}"
-
-
-def _pct(value: float | None) -> str:
-    return "" if value is None else f" ({'+' if value > 0 else ''}{value:.1f}%)"
-
-
-def headline(diff: CostDiff) -> str:
-    if not diff.changed:
-        return f"Monthly cost unchanged at {_usd(diff.after_usd_per_month)}"
-    if abs(diff.change_usd_per_month) < 0.5:
-        return f"Monthly cost unchanged at {_usd(diff.after_usd_per_month)} (plans changed: see the table)"
-    direction = "up" if diff.change_usd_per_month > 0 else "down" if diff.change_usd_per_month < 0 else "unchanged"
-    return (f"Monthly cost {direction} by ${abs(diff.change_usd_per_month):,.0f}{_pct(diff.change_percent)}: "
-            f"{_usd(diff.before_usd_per_month)} → {_usd(diff.after_usd_per_month)}")
-
-
-def _choice(instance_type: str | None, nodes: int | None) -> str:
-    return "–" if instance_type is None else f"{instance_type} × {nodes}"
-
-
-def _unit_cell(row: WorkloadCost) -> str:
-    label = "/1M output tokens" if row.unit == "usd_per_million_output_tokens" else "/training run"
-    fmt = (lambda v: "–" if v is None else f"${v:,.2f}") if row.unit.endswith("tokens") else _usd
-    return f"{fmt(row.before_unit_cost)} → {fmt(row.after_unit_cost)} {label}"
-
-
-def mermaid_chart(diff: CostDiff) -> str:
-    labels, values = [], []
-    for row in diff.workloads:
-        for when, value in (("before", row.before_usd_per_month), ("after", row.after_usd_per_month)):
-            labels.append(f'"{row.workload} {when}"')
-            values.append(f"{value or 0:.0f}")
-    return "\n".join(["```mermaid", "xychart-beta", '    title "Monthly cost by workload, before and after (USD)"',
-                      f"    x-axis [{', '.join(labels)}]", '    y-axis "USD per month"', f"    bar [{', '.join(values)}]",
-                      "```"])
-
-
-def render_markdown(diff: CostDiff) -> str:
-    from gpuplan.check import render_markdown as render_policies
-
-    status = {"added": "🆕 added", "removed": "🗑️ removed", "changed": "changed", "unchanged": "unchanged"}
-    out = [MARKER, f"### 💰 gpuplan: {headline(diff)}", ""] + [f"> ⚠️ {note}" for note in diff.notes] + \
-        ([""] if diff.notes else []) + [
-           "| workload | status | before | after | change | instance × count | unit cost |",
-           "|---|---|---:|---:|---:|---|---|"]
-    for r in diff.workloads:
-        choice = _choice(r.after_instance_type, r.after_nodes) if r.status != "removed" else \
-            _choice(r.before_instance_type, r.before_nodes)
-        if r.status == "changed" and (r.before_instance_type, r.before_nodes) != (r.after_instance_type, r.after_nodes):
-            choice = f"{_choice(r.before_instance_type, r.before_nodes)} → {choice}"
-        out.append(f"| `{r.workload}` | {status[r.status]} | {_usd(r.before_usd_per_month)} | {_usd(r.after_usd_per_month)} "
-                   f"| {_signed(r.change_usd_per_month)}{_pct(r.change_percent)} | {choice} | {_unit_cell(r)} |")
-    out += [f"| **total** | | **{_usd(diff.before_usd_per_month)}** | **{_usd(diff.after_usd_per_month)}** | "
-            f"**{_signed(diff.change_usd_per_month)}{_pct(diff.change_percent)}** | | |", ""]
-    buying = [f"- `{p.workload}`: {line}" for p in diff.head_plans.plans if (line := buying_summary(p))]
-    if buying:
-        out += ["**What to buy**", "", *buying, ""]
-    if diff.policies is not None:
-        out += [render_policies(diff.policies).rstrip(), ""]
-    out += [mermaid_chart(diff), "", "<details><summary>Assumptions</summary>", ""]
-    a = diff.assumptions
-    out += [f"- purchase option: {', '.join(a.purchase)}; region: {', '.join(a.regions)}; hours per month: "
-            f"{', '.join(f'{h:g}' for h in a.hours_per_month)}"]
-    out += [f"- price {p}" for p in a.prices]
-    if a.estimated_prices:
-        out.append("- some SageMaker prices are estimates (EC2 price × the catalog's median ml.*/EC2 ratio)")
-    for f in diff.frontiers:
-        out += ["", "</details>", "", f"<details><summary>Cost–latency frontier: <code>{f.workload}</code> "
-                f"({len(f.points)} plans)</summary>", "", frontier_mermaid(f)]
-    out += ["", "</details>", "", "<details><summary>Full plans (head)</summary>", "",
-            render_plans_markdown(diff.head_plans).rstrip(), "", "</details>", ""]
-    return "\n".join(out)
-
-
-def render_json(diff: CostDiff) -> str:
-    return json.dumps(diff.model_dump(mode="json", exclude={"head_plans"}), indent=2) + "\n"
-
-
-def render_table(diff: CostDiff) -> str:
-    lines = [headline(diff), *[f"note: {note}" for note in diff.notes], ""]
-    width = max([len(r.workload) for r in diff.workloads] + [8])
-    lines.append(f"{'workload':<{width}}  {'status':<9} {'before':>10} {'after':>10} {'change':>10}  instance × count")
-    for r in diff.workloads:
-        lines.append(f"{r.workload:<{width}}  {r.status:<9} {_usd(r.before_usd_per_month):>10} "
-                     f"{_usd(r.after_usd_per_month):>10} {_signed(r.change_usd_per_month):>10}  "
-                     f"{_choice(r.after_instance_type, r.after_nodes) if r.status != 'removed' else _choice(r.before_instance_type, r.before_nodes)}")
-    if diff.policies is not None:
-        lines.append(f"\npolicies: {'passed' if diff.policies.passed else 'BLOCKED'} ({diff.policies.mandatory} mandatory, "
-                     f"{diff.policies.advisory} advisory)")
-    return "\n".join(lines) + "\n"
-
-
 def guardrail_breach(diff: CostDiff, above_percent: float | None, above_usd: float | None) -> str | None:
-    if above_usd is not None and diff.change_usd_per_month > above_usd:
-        return f"monthly cost rises by ${diff.change_usd_per_month:,.0f}, above --fail-above-usd {above_usd:g}"
-    if above_percent is not None and diff.change_usd_per_month > 0 and \
-            (diff.change_percent is None or diff.change_percent > above_percent):
-        pct = "from zero" if diff.change_percent is None else f"{diff.change_percent:.1f}%"
-        return f"monthly cost rises {pct}, above --fail-above-percent {above_percent:g}"
+    """The first guardrail a kind crosses: serving's monthly cost and training's cost per run are judged
+    apart, each against the same --fail-above-usd and --fail-above-percent."""
+    for total, what, per in ((diff.serving_usd_per_month, "serving cost", "/month"),
+                             (diff.training_usd_per_run, "training run cost", "/run")):
+        if above_usd is not None and total.change > above_usd:
+            return f"{what} rises by ${total.change:,.0f}{per}, above --fail-above-usd {above_usd:g}"
+        if above_percent is not None and total.change > 0 and \
+                (total.change_percent is None or total.change_percent > above_percent):
+            pct = "from zero" if total.change_percent is None else f"{total.change_percent:.1f}%"
+            return f"{what} rises {pct} (${total.base:,.0f} → ${total.head:,.0f}{per}), above --fail-above-percent {above_percent:g}"
     return None

@@ -3,6 +3,7 @@ Pure functions of the plan model, shared by the Markdown and table renderers and
 
 from __future__ import annotations
 
+from planner.mdsafe import md_text
 from planner.plan import Plan, PurchaseOption
 from planner.units import GIB
 
@@ -89,11 +90,11 @@ def markdown_sections(p: Plan) -> list[str]:
     out: list[str] = []
     if p.purchase_options:
         out += ["| purchase | $/h | cost | time | note |", "|---|---:|---:|---:|---|"]
-        out += [f"| {' | '.join(row)} |" for row in purchase_rows(p)] + [""]
+        out += [f"| {' | '.join(md_text(cell) for cell in row)} |" for row in purchase_rows(p)] + [""]
     for title, lines in (("Managed API", managed_lines(p)), ("Storage", storage_lines(p)),
                          ("Rent vs buy", rent_lines(p))):
         if lines:
-            out += [f"**{title}**", ""] + [f"- {line}" for line in lines] + [""]
+            out += [f"**{title}**", ""] + [f"- {md_text(line)}" for line in lines] + [""]
     return out
 
 

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from planner.buying_report import managed_lines, markdown_sections, purchase_rows, rent_lines, storage_lines
+from planner.mdsafe import md_code, md_text
 from planner.plan import Plan, PlanSet
 from planner.units import GIB
 
@@ -85,25 +86,27 @@ def memory_bar(p: Plan) -> str:
 
 
 def render_markdown(plans: PlanSet) -> str:
+    """Markdown for a pull request: every figure or name that can come from a user's file (workload and
+    instance-type names, overlay sources, messages quoting them) goes through md_text or md_code."""
     out: list[str] = []
     for p in plans.plans:
-        out += [f"## {p.workload} ({p.kind}, {p.model.name}, {p.model.precision})", "",
-                f"**{headline(p)}**: {layout_text(p)}", "", f"Why: {p.choice.reason}", ""]
-        out += [f"- {line}" for line in performance_lines(p) + cost_lines(p)]
+        out += [f"## {md_text(p.workload)} ({p.kind}, {md_text(p.model.name)}, {p.model.precision})", "",
+                f"**{md_text(headline(p))}**: {layout_text(p)}", "", f"Why: {md_text(p.choice.reason)}", ""]
+        out += [f"- {md_text(line)}" for line in performance_lines(p) + cost_lines(p)]
         out += ["", "| memory per device | GiB |", "|---|---:|"]
         out += [f"| {part} | {p.memory.per_device_bytes[part] / GIB:.2f} |" for part in MEMORY_PARTS]
         out += [f"| **required** | **{p.memory.required_per_device_bytes / GIB:.2f}** |",
                 f"| usable (of {gib(p.memory.device_memory_bytes)}) | {p.memory.usable_per_device_bytes / GIB:.2f} |", ""]
         if p.alternatives:
             out += [f"| alternative | nodes | layout | {ranking_header(p)} | why not |", "|---|---:|---|---:|---|"]
-            out += [f"| {a.instance_type} | {a.nodes} | TP {a.tensor_parallel} × PP {a.pipeline_parallel} × DP "
-                    f"{a.data_parallel} | {ranking_text(a)} | {a.reason} |" for a in p.alternatives]
+            out += [f"| {md_text(a.instance_type)} | {a.nodes} | TP {a.tensor_parallel} × PP {a.pipeline_parallel} × DP "
+                    f"{a.data_parallel} | {ranking_text(a)} | {md_text(a.reason)} |" for a in p.alternatives]
             out.append("")
         out += markdown_sections(p)
         if p.warnings:
-            out += [f"> ⚠ {w}" for w in p.warnings] + [""]
+            out += [f"> ⚠ {md_text(w)}" for w in p.warnings] + [""]
         out += ["<details><summary>rejected instance types</summary>", ""]
-        out += [f"- `{r.instance_type}`: {r.reason}" for r in p.rejected]
+        out += [f"- {md_code(r.instance_type)}: {md_text(r.reason)}" for r in p.rejected]
         out += ["", "</details>", ""]
     return "\n".join(out)
 

@@ -104,7 +104,21 @@ def checked_target(w: Workload, catalog: Catalog) -> str:
             raise SpecError(f"unknown famil{'y' if len(unknown) == 1 else 'ies'} {_names(unknown)}; "
                             f"catalog families: {', '.join(sorted(catalog.families()))}",
                             path=f"{w.path}.constraints.families", file=w.file)
+    if w.kind != "inference":
+        _check_checkpoint_storage(w)
     return target
+
+
+def _check_checkpoint_storage(w: Workload) -> None:
+    """Checkpoint writes alone (no reads, the most nodes allowed) that need a file system beyond the quota
+    are a spec that cannot be provisioned on any hardware: refuse it, naming the field."""
+    from planner.search_training import run_storage
+    from planner.storage import storage_refusal
+
+    refused = storage_refusal(run_storage(w, 0.0, w.constraints.max_nodes))
+    if refused:
+        raise SpecError(refused.removeprefix("storage: "), path=f"{w.path}.training.checkpoint_interval_minutes",
+                        file=w.file)
 
 
 def _names(names: list[str], most: int = 5) -> str:

@@ -11,7 +11,7 @@ from planner.catalog import Accelerator, InstanceType
 from planner.cost import HourlyPrice
 from planner.memory import TrainingSetup, training_memory
 from planner.purchase import RunQuote, interruptions_per_month, training_quote
-from planner.storage import StoragePlan, plan_storage
+from planner.storage import FSX_MAX_GIB, StoragePlan, plan_storage, storage_refusal
 from planner.training_time import (VIRTUAL_PIPELINE_STAGES, TrainingLayout, model_flops_per_token, training_step,
                                    training_work)
 from planner.units import compute_precision
@@ -61,6 +61,9 @@ def run_quotes(w: Workload, book: dict[str, HourlyPrice], nodes: int, train_s: f
                tokens_per_s: float) -> dict[str, RunQuote | str]:
     """Each option's way to buy this run, or why it cannot."""
     storage = run_storage(w, tokens_per_s, nodes)
+    refused = storage_refusal(storage)
+    if refused:
+        return {purchase: refused for purchase in book}
     restart_s = w.training.restart_minutes * 60 + storage.checkpoint_write_s  # relaunch, then read it back
     return {purchase: training_quote(purchase, price.usd_per_hour, nodes, train_s,
                                      interruptions=interruptions_per_month(price.spot_interruption,
@@ -149,6 +152,10 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
                     continue
                 layout, mem, est = found
                 time_to_train_s = t.tokens / est.tokens_per_s
+                storage = run_storage(w, est.tokens_per_s, nodes)
+                if refused := storage_refusal(storage):
+                    miss = Miss(refused, storage.fsx.storage_capacity_gib / FSX_MAX_GIB, stage=2).nearer(miss)
+                    continue
                 priced = run_quotes(w, book, nodes, time_to_train_s, est.tokens_per_s).values()
                 quotes = sorted((q for q in priced if not isinstance(q, str)), key=lambda q: (q.usd_per_run, q.wall_s))
                 if not quotes:

@@ -32,6 +32,10 @@ S3_MB_S_PER_NODE = S3_MB_S_PER_REQUEST * S3_REQUESTS_PER_NODE
 # StorageCapacity); per-unit storage throughput tiers 125, 250, 500, 1000 MB/s per TiB.
 FSX_FIRST_GIB, FSX_STEP_GIB = 1200, 2400
 FSX_DEPLOYMENT_TYPE = "PERSISTENT_2"
+# The largest file system the plan will size: FSx for Lustre's default per-account SSD storage quota,
+# 100,800 GiB (the same bound as SageMaker's FSxLustreConfig SizeInGiB, 1,200-100,800; AWS API
+# reference, checked 2026-02). A run that needs more is refused, not priced as a mistake.
+FSX_MAX_GIB = 100_800
 CHECKPOINTS_KEPT = 2  # the last good checkpoint and the one being written
 
 
@@ -121,6 +125,16 @@ def plan_storage(arch: Architecture, *, method: str, precision: str, optimizer: 
               f"{fsx.per_unit_storage_throughput} MB/s/TiB ({fsx.throughput_mb_s:,.0f} MB/s)")
     return StoragePlan(dataset, ckpt, checkpoint_interval_s, read_mb_s, write_mb_s, "fsx", reason, fsx,
                        ckpt / (fsx.throughput_mb_s * 1e6))
+
+
+def storage_refusal(plan: StoragePlan) -> str | None:
+    """Why the run's storage cannot be provisioned (an FSx for Lustre beyond FSX_MAX_GIB), if it cannot."""
+    if plan.recommendation != "fsx" or plan.fsx is None or plan.fsx.storage_capacity_gib <= FSX_MAX_GIB:
+        return None
+    return (f"storage: reading {plan.read_mb_s:,.0f} MB/s and writing a {plan.checkpoint_bytes / GIB:,.0f} GiB "
+            f"checkpoint every {plan.checkpoint_interval_s / 60:g} min ({plan.write_mb_s:,.0f} MB/s) needs FSx for "
+            f"Lustre of {plan.fsx.storage_capacity_gib:,} GiB, above the {FSX_MAX_GIB:,} GiB default quota; raise "
+            "training.checkpoint_interval_minutes or training.max_checkpoint_share")
 
 
 def storage_source() -> tuple[str, str]:

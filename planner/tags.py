@@ -31,6 +31,7 @@ PREFIX = "gpuplan:"
 WORKLOAD = PREFIX + "workload"
 DIGEST = PREFIX + "digest"
 ARCHITECTURE = PREFIX + "architecture"
+RUN_HOURS = PREFIX + "run-hours"
 TAG_VALUE_PATTERN = re.compile(r"^[\w\s.:/=+\-@]*$")  # SageMaker's pattern (\w: letters, digits, _)
 MAX_TAG_VALUE_CHARS = 256
 KINDS = ("inference", "training", "fine-tuning")
@@ -122,6 +123,9 @@ def plan_tags(plan: Plan, w: Workload, environment: str = "production") -> dict[
         t = w.training
         tags[PREFIX + "training"] = _pairs({"method": t.method, "seq": t.sequence_length, "opt": t.optimizer,
                                             "grad": t.grad_precision, "rank": t.lora_rank})
+        seconds = plan.performance.wall_clock_s or plan.performance.time_to_train_s
+        if seconds:  # what one run occupies the cluster: the budget rule prices a run, not a month
+            tags[RUN_HOURS] = f"{seconds / 3600:.2f}"
     tags[DIGEST] = digest(tags)
     return tags
 
@@ -139,6 +143,7 @@ class TaggedWorkload:
     headroom: float
     environment: str
     region: str
+    run_hours: float | None = None  # training: one run's wall-clock hours
 
     def int_of(self, key: str, default: int = 1) -> int:
         return int(self.layout.get(key, default))
@@ -251,7 +256,20 @@ def read_tags(tags: dict) -> TaggedWorkload | None:
         layout=_layout(_required(tags, "layout")),
         details=(_serving if kind == "inference" else _training)(_required(tags, section)),
         headroom=headroom,
-        environment=tags.get(PREFIX + "environment", "production"), region=_required(tags, "region"))
+        environment=tags.get(PREFIX + "environment", "production"), region=_required(tags, "region"),
+        run_hours=_run_hours(tags.get(RUN_HOURS)))
+
+
+def _run_hours(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        hours = float(text)
+    except ValueError:
+        raise TagError(RUN_HOURS, f"{_short(text)!r} is not a number") from None
+    if not (math.isfinite(hours) and 0 < hours <= 1e6):
+        raise TagError(RUN_HOURS, f"{_short(text)!r} must be above 0 and at most 1,000,000 hours")
+    return hours
 
 
 def required_memory(tagged: TaggedWorkload, catalog: Catalog, instance_type: str) -> MemoryBreakdown | str:

@@ -142,8 +142,13 @@ def precision_supported(resource: Resource, config: dict, catalog: Catalog) -> I
 
 
 def monthly_budget(resource: Resource, config: dict, catalog: Catalog) -> Iterable[Finding]:
+    """Serving runs every hour: its on-demand cost per month against maxUsdPerMonth. A training cluster
+    runs for one run: its cost per run (the run-hours tag) against maxUsdPerTrainingRun. A
+    workloadBudgets entry is in the workload's own unit."""
     for tagged, itype, count in _planned_types(resource, catalog):
-        ceiling = (config.get("workloadBudgets") or {}).get(tagged.workload, config.get("maxUsdPerMonth"))
+        serving = tagged.kind == "inference"
+        default = config.get("maxUsdPerMonth" if serving else "maxUsdPerTrainingRun")
+        ceiling = (config.get("workloadBudgets") or {}).get(tagged.workload, default)
         if ceiling is None:
             return
         nodes = count if count is not None else tagged.int_of("nodes")
@@ -151,10 +156,18 @@ def monthly_budget(resource: Resource, config: dict, catalog: Catalog) -> Iterab
         if isinstance(price, str):
             yield Finding(f"{itype.name}: cannot price ({price})", tagged.workload)
             continue
-        monthly = price.usd_per_hour * nodes * HOURS_PER_MONTH
-        if monthly > float(ceiling):
-            yield Finding(f"{itype.name} × {nodes} costs ${monthly:,.0f}/month on demand, over the ${float(ceiling):,.0f} "
-                          f"budget for {tagged.workload}", tagged.workload)
+        if serving:
+            cost, what = price.usd_per_hour * nodes * HOURS_PER_MONTH, "/month"
+        elif tagged.run_hours is None:
+            yield Finding(f"{itype.name}: no gpuplan:run-hours tag, so a run cannot be priced; re-plan the workload",
+                          tagged.workload)
+            continue
+        else:
+            cost, what = price.usd_per_hour * nodes * tagged.run_hours, f" per run ({tagged.run_hours:g} h)"
+        if cost > float(ceiling):
+            budget = "" if serving else " per-run"
+            yield Finding(f"{itype.name} × {nodes} costs ${cost:,.0f}{what} on demand, over the ${float(ceiling):,.0f}"
+                          f"{budget} budget for {tagged.workload}", tagged.workload)
 
 
 def endpoint_availability(resource: Resource, config: dict, catalog: Catalog) -> Iterable[Finding]:
@@ -237,8 +250,9 @@ RULES = [
          tensor_parallel_within_node),
     Rule("precision-supported", "The accelerator supports the planned precision", "mandatory", {},
          precision_supported),
-    Rule("monthly-budget", "Monthly on-demand cost stays under the budget", "advisory",
+    Rule("monthly-budget", "On-demand cost stays under the budget: serving per month, training per run", "advisory",
          {"maxUsdPerMonth": {"type": "number", "minimum": 0},
+          "maxUsdPerTrainingRun": {"type": "number", "minimum": 0},
           "workloadBudgets": {"type": "object", "additionalProperties": {"type": "number", "minimum": 0}},
           **OVERLAY}, monthly_budget),
     Rule("endpoint-availability", "Production endpoints keep at least two instances", "advisory",

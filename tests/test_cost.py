@@ -44,26 +44,27 @@ def test_markdown_and_json_golden(head):
 def test_changed_workload_numbers():
     data = json.loads(cost("head_changed.yaml", "--format", "json").output)
     row = next(r for r in data["workloads"] if r["workload"] == "chat-70b")
-    assert row["status"] == "changed" and row["after_usd_per_month"] > row["before_usd_per_month"]
-    assert data["change_usd_per_month"] == pytest.approx(row["change_usd_per_month"])
-    assert isinstance(data["change_percent"], float)
+    assert row["status"] == "changed" and row["after_usd"] > row["before_usd"] and row["cost_unit"] == "usd_per_month"
+    assert data["serving_usd_per_month"]["change"] == pytest.approx(row["change_usd"])
+    assert isinstance(data["serving_usd_per_month"]["change_percent"], float)
+    assert data["training_usd_per_run"]["change"] == 0
     assert data["policies"]["passed"] is True
     markdown = cost("head_changed.yaml").output
-    assert markdown.startswith(MARKER + "\n### 💰 gpuplan: Monthly cost up by $")
+    assert markdown.startswith(MARKER + "\n### 💰 gpuplan: Serving +$50,091/month (+96.7%) · Training runs unchanged at $16")
     assert "```mermaid\nxychart-beta" in markdown and "<details><summary>Full plans (head)</summary>" in markdown
 
 
 def test_added_and_removed_are_marked():
     added = json.loads(cost("head_added.yaml", "--format", "json").output)
     assert [r["status"] for r in added["workloads"]] == ["unchanged", "unchanged", "unchanged", "added"]
-    assert added["workloads"][-1]["before_usd_per_month"] is None
+    assert added["workloads"][-1]["before_usd"] is None
     removed = cost("head_removed.yaml").output
     assert "| `finetune-8b` | 🗑️ removed |" in removed
 
 
 def test_no_change_and_skip_no_diff():
     unchanged = cost("base.yaml")
-    assert "Monthly cost unchanged at $" in unchanged.output
+    assert "Cost unchanged: serving $51,789/month · training runs $16" in unchanged.output
     quiet = cost("base.yaml", "--skip-no-diff")
     assert quiet.exit_code == 0 and quiet.output == ""
     assert cost("head_changed.yaml", "--skip-no-diff").output.startswith(MARKER)
@@ -81,7 +82,7 @@ def test_policy_violation_on_head_fails(tmp_path):
 
 def test_guardrails_fail_ci():
     over = cost("head_changed.yaml", "--fail-above-percent", "10")
-    assert over.exit_code == 1 and "error: cost guardrail: monthly cost rises" in over.output
+    assert over.exit_code == 1 and "error: cost guardrail: serving cost rises 96.7% ($51,789 → $101,880/month)" in over.output
     assert "above --fail-above-percent 10" in over.output
     assert cost("head_changed.yaml", "--fail-above-usd", "1000").exit_code == 1
     assert cost("head_changed.yaml", "--fail-above-usd", "10000000").exit_code == 0
@@ -149,7 +150,7 @@ def test_base_ref_plans_the_base_with_the_base_overlay(tmp_path):
     assert result.exit_code == 0, result.output
     row = json.loads(result.output)["workloads"][0]
     assert row["status"] == "changed"
-    assert row["after_usd_per_month"] / row["before_usd_per_month"] == pytest.approx(12.0 / 10.0, rel=1e-9)
+    assert row["after_usd"] / row["before_usd"] == pytest.approx(12.0 / 10.0, rel=1e-9)
 
 
 def test_a_base_that_cannot_be_planned_is_a_note_named_at_the_ref(tmp_path):

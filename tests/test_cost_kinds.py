@@ -1,0 +1,108 @@
+"""Issue 27: serving is a recurring cost per month, training a one-off cost per run; the cost comment,
+its JSON and its guardrails keep them apart."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from gpuplan.cli import app
+from tests.conftest import ROOT
+
+runner = CliRunner()
+FIXTURES = ROOT / "tests" / "fixtures" / "cost"
+BASE = FIXTURES / "base.yaml"
+
+
+def _head(tmp_path, tokens: float, ctx: int | None = None):
+    data = yaml.safe_load(BASE.read_text())
+    for w in data["workloads"]:
+        if w["name"] == "finetune-8b":
+            w["training"]["tokens"] = tokens
+        if ctx and w["name"] == "chat-70b":
+            w["serving"].update(max_context_tokens=ctx, concurrent_requests=128)
+    path = tmp_path / "head.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _cost(head, *extra):
+    return runner.invoke(app, ["cost", "--base", str(BASE), "--head", str(head), "--no-frontier",
+                               "--no-policies", *extra])
+
+
+def test_a_fine_tune_is_a_cost_per_run_not_730_hours(tmp_path):
+    """The README's golden comment showed a $16 fine-tune as $1,359/month."""
+    result = _cost(_head(tmp_path, 2.0e8))
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if line.startswith("| `finetune-8b`"))
+    assert "$16/run" in row and "1,359" not in row
+    assert "Cost unchanged: serving $51,789/month · training runs $16" in result.output
+
+
+def test_a_longer_run_is_a_changed_training_cost(tmp_path):
+    """Twice the tokens on the same cluster doubles the run's cost: before, the 730-hour figure did not move
+    and the workload read "unchanged"."""
+    data = json.loads(_cost(_head(tmp_path, 4.0e8), "--format", "json").output)
+    row = next(r for r in data["workloads"] if r["workload"] == "finetune-8b")
+    assert row["status"] == "changed" and row["cost_unit"] == "usd_per_training_run"
+    assert row["change_percent"] == pytest.approx(100.0, abs=1.0)
+    assert data["serving_usd_per_month"]["change"] == 0
+    training = data["training_usd_per_run"]
+    assert training["base"] == pytest.approx(16.37, abs=0.01)
+    assert training["change"] == pytest.approx(training["head"] - training["base"])
+    assert training["change_percent"] == pytest.approx(100.0, abs=1.0)
+    assert "before_usd_per_month" not in data  # no total that adds a run to 730 hours of serving
+
+
+def test_headline_names_both_kinds(tmp_path):
+    result = _cost(_head(tmp_path, 4.0e8, ctx=32768))
+    headline = result.output.splitlines()[1]
+    assert headline.startswith("### 💰 gpuplan: Serving +$")
+    assert "/month (+" in headline and " · Training runs +$16 (+" in headline
+
+
+def test_guardrails_judge_each_kind_apart(tmp_path):
+    head = _head(tmp_path, 4.0e8)
+    over = _cost(head, "--fail-above-percent", "50")
+    assert over.exit_code == 1 and "training run cost rises 100." in over.output
+    assert _cost(head, "--fail-above-percent", "150").exit_code == 0
+    assert _cost(head, "--fail-above-usd", "10").exit_code == 1
+    assert _cost(head, "--fail-above-usd", "100").exit_code == 0
+    serving = runner.invoke(app, ["cost", "--base", str(BASE), "--head", str(FIXTURES / "head_changed.yaml"),
+                                  "--no-frontier", "--no-policies", "--fail-above-percent", "10"])
+    assert serving.exit_code == 1 and "serving cost rises" in serving.output and "/month" in serving.output
+
+
+def test_the_packs_budget_rule_prices_a_training_run_not_a_month():
+    """pretrain-70b's cluster counted as 730 hours ($642,867/month) against a monthly budget; a run is
+    its wall-clock hours, judged against maxUsdPerTrainingRun (or its workloadBudgets entry)."""
+    from tests.test_policies import LT, named, stack, validate
+
+    lt = named(stack(), "pretrain-70b-lt")
+    tags = lt.props["tags"]
+    hours = float(tags["gpuplan:run-hours"])
+    assert 0 < hours < 730
+    assert validate("monthly-budget", LT, lt.props, {"maxUsdPerMonth": 1000}) == []  # serving's budget only
+    [message] = validate("monthly-budget", LT, lt.props, {"maxUsdPerTrainingRun": 1000})
+    assert re.fullmatch(rf"p5\.48xlarge × 16 costs \$[\d,]+ per run \({hours:g} h\) on demand, over the \$1,000 "
+                        r"per-run budget for pretrain-70b", message), message
+    assert validate("monthly-budget", LT, lt.props, {"maxUsdPerTrainingRun": 1000,
+                                                     "workloadBudgets": {"pretrain-70b": 1e9}}) == []
+
+
+def test_an_absurd_file_system_is_refused_not_priced(tmp_path):
+    """checkpoint_interval_minutes: 0.001 sized a 38,376,000 GiB FSx for Lustre and still exited 0."""
+    spec = {"workloads": [{"name": "pretrain-70b", "kind": "training", "model": {"preset": "llama-3-70b"},
+                           "precision": "bf16", "training": {
+                               "tokens": 2.0e11, "sequence_length": 4096, "global_batch_tokens": 4.0e6,
+                               "deadline_hours": 720, "checkpoint_interval_minutes": 0.001}}]}
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    result = runner.invoke(app, ["plan", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "training.checkpoint_interval_minutes" in result.output and "above the 100,800 GiB default quota; raise training.checkpoint_interval_minutes" in result.output
