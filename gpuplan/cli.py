@@ -237,6 +237,31 @@ def calibrate_command(results: list[Path] = typer.Argument(..., help="Benchmark 
 
 
 @app.command()
+def observe(file: Path = FileArg, since: str = typer.Option("7d", "--since", help="How far back: 7d, 12h, 30m"),
+            format: Format = typer.Option(Format.table, "--format", "-f"), region: Optional[str] = RegionOpt,
+            catalog: Optional[Path] = CatalogOpt, calibration: Optional[Path] = CalibrationOpt) -> None:
+    """Plan against actual for each deployed workload, from its CloudWatch metrics (boto3)."""
+    from gpuplan import observe as obs
+    from planner import aws, plan_workloads
+    from planner.spec import load_workloads
+
+    try:
+        since_s = obs.since_seconds(since)
+    except ValueError as exc:
+        fail(str(exc), 2)
+    spec = guarded(lambda: load_workloads(file))
+    plans = guarded(lambda: calibrated(plan_workloads(spec, catalog, region), spec, calibration, file))
+    output_tokens = {w.name: w.serving.output_tokens for w in spec.workloads if w.serving is not None}
+    where = region or (spec.workloads[0].constraints.region if spec.workloads else "us-east-1")
+    try:
+        rows = obs.observe(plans.plans, output_tokens, where, since_s)
+    except aws.AwsError as exc:
+        fail(str(exc), 2)
+    render = {Format.json: obs.render_json, Format.markdown: obs.render_markdown, Format.table: obs.render_table}[format]
+    sys.stdout.write(render(rows))
+
+
+@app.command()
 def models() -> None:
     """List the bundled model architectures."""
     from rich.console import Console

@@ -163,3 +163,45 @@ def test_bad_calibration_file_exit_2(tmp_path):
     spec.write_text(yaml.safe_dump({"workloads": [SETUP]}))
     run = runner.invoke(app, ["plan", str(spec), "--calibration", str(cal)])
     assert run.exit_code == 2 and "factors.0.factor" in run.output
+
+
+def test_observe_reads_cloudwatch_plan_against_actual(aws_env, tmp_path):
+    import boto3
+    from datetime import datetime, timezone
+
+    from gpuplan.observe import endpoint_name
+
+    spec = tmp_path / "w.yaml"
+    serving = {**SETUP, "constraints": {"instance_types": ["g6e.xlarge"]}}
+    serving.pop("layout")
+    spec.write_text(yaml.safe_dump({"workloads": [serving]}))
+    plan = runner.invoke(app, ["plan", str(spec), "--format", "json"])
+    itype = json.loads(plan.output)["plans"][0]["choice"]["instance_type"]
+    dims = [{"Name": "EndpointName", "Value": endpoint_name("chat", itype)}, {"Name": "VariantName", "Value": "AllTraffic"}]
+    cw = boto3.client("cloudwatch", region_name="us-east-1")
+    now = datetime.now(timezone.utc)
+    cw.put_metric_data(Namespace="AWS/SageMaker", MetricData=[
+        {"MetricName": "ModelLatency", "Dimensions": dims, "Timestamp": now, "Value": 4_000_000, "Unit": "Microseconds"},
+        {"MetricName": "Invocations", "Dimensions": dims, "Timestamp": now, "Value": 3600, "Unit": "Count"}])
+    run = runner.invoke(app, ["observe", str(spec), "--since", "1h", "--format", "json"])
+    assert run.exit_code == 0, run.output
+    rows = {r["metric"]: r for r in json.loads(run.output)}
+    assert rows["request latency"]["actual"] == pytest.approx(4.0)
+    assert rows["requests/s"]["actual"] == pytest.approx(1.0)
+    assert rows["concurrent requests"]["actual"] is None
+
+
+def test_observe_aws_fault_is_one_line(aws_env, tmp_path, monkeypatch):
+    spec = tmp_path / "w.yaml"
+    spec.write_text(yaml.safe_dump({"workloads": [SETUP]}))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "not a url")
+    run = runner.invoke(app, ["observe", str(spec)])
+    assert run.exit_code == 2 and len(run.output.strip().splitlines()) == 1 and "Traceback" not in run.output
+
+
+def test_observe_endpoint_name_matches_the_component():
+    from components.inference import endpoint_name as component_name
+    from gpuplan.observe import endpoint_name
+
+    assert endpoint_name("chat-8b", "g6e.xlarge") == component_name("chat-8b", "g6e.xlarge")
+    assert endpoint_name("x" * 70, "p5.48xlarge") == component_name("x" * 70, "p5.48xlarge")
