@@ -58,12 +58,27 @@ def progress_bar(what: str, total: int):
 FileArg = typer.Argument(..., help="Workload YAML or Pulumi stack file (Pulumi.<stack>.yaml)")
 CatalogOpt = typer.Option(None, "--catalog", help="Catalog overlay YAML laid over the bundled catalog")
 RegionOpt = typer.Option(None, "--region", help="Override constraints.region for every workload")
+CalibrationOpt = typer.Option(None, "--calibration", help="Calibration file from `gpuplan calibrate` (else the stack "
+                              "config's gpuplan:calibration)")
+
+
+def calibrated(plans, spec, path: Optional[Path], file: Path):
+    """The plans with the calibration's factors applied: --calibration, else gpuplan:calibration
+    (relative to the stack file)."""
+    from planner.calibration import apply, load
+
+    if path is None and (spec.stack_config or {}).get("gpuplan:calibration"):
+        path = file.parent / str(spec.stack_config["gpuplan:calibration"])
+    if not path:
+        return plans
+    cal = load(path)
+    return plans.model_copy(update={"plans": [apply(p, cal) for p in plans.plans]})
 
 
 @app.command()
 def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--workload", help="Plan only this workload"),
          format: Format = typer.Option(Format.table, "--format", "-f"), catalog: Optional[Path] = CatalogOpt,
-         region: Optional[str] = RegionOpt) -> None:
+         region: Optional[str] = RegionOpt, calibration: Optional[Path] = CalibrationOpt) -> None:
     """Plan each workload: instance type, node count, layout, memory, performance and cost."""
     from gpuplan.check import validate_deployments
     from planner import load_workloads, plan_workloads
@@ -73,9 +88,9 @@ def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--w
         spec = load_workloads(file)
         validate_deployments(file, spec)
         if len(spec.workloads) < PROGRESS_FROM or workload is not None:
-            return plan_workloads(spec, catalog, region, workload)
+            return calibrated(plan_workloads(spec, catalog, region, workload), spec, calibration, file)
         with progress_bar("planning", len(spec.workloads)) as advance:
-            return plan_workloads(spec, catalog, region, workload, advance)
+            return calibrated(plan_workloads(spec, catalog, region, workload, advance), spec, calibration, file)
 
     plans = guarded(build)
     render = {Format.json: render_json, Format.markdown: render_markdown, Format.table: render_table}[format]
@@ -188,6 +203,64 @@ def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAM
         fail(f"cost guardrail: {breach}", 1)
     if diff.policies is not None and not diff.policies.passed:
         fail(f"{diff.policies.mandatory} mandatory policy violation(s) on the head", 1)
+
+
+@app.command("calibrate")
+def calibrate_command(results: list[Path] = typer.Argument(..., help="Benchmark results: vLLM bench serve JSON, "
+                                                           "AIPerf/genai-perf profile export, training CSV"),
+                      instance_type: Optional[str] = typer.Option(None, "--instance-type",
+                                                                  help="Where the results ran, when a file does not say"),
+                      engine: Optional[str] = typer.Option(None, "--engine", help="Serving engine, when a file does not say"),
+                      model: Optional[str] = typer.Option(None, "--model", help="Model preset, when the file's model id "
+                                                          "maps to none (a local path)"),
+                      tensor_parallel: Optional[int] = typer.Option(None, "--tensor-parallel", min=1,
+                                                                    help="Serving TP (default: the whole node)"),
+                      out: Path = typer.Option(Path("calibration.yaml"), "--out"),
+                      catalog: Optional[Path] = CatalogOpt) -> None:
+    """Compare measured results with what the planner predicts for the same setup; write correction
+    factors per (accelerator, engine, metric) for --calibration."""
+    from gpuplan import measurements
+    from gpuplan.calibrate import calibrate as fit
+    from planner.calibration import LABELS, dump
+
+    def build():
+        found = [m for path in results for m in measurements.read(path)]
+        return fit(found, catalog, model, instance_type, engine, tensor_parallel)
+
+    cal = guarded(build)
+    try:
+        out.write_text(dump(cal))
+    except OSError as exc:
+        fail(f"--out: cannot write {out} ({exc.strerror})", 2)
+    for f in cal.factors:
+        typer.echo(f"{f.accelerator} / {f.engine}: {LABELS[f.metric]} ×{f.factor:.3f} (spread ×{f.spread:.2f}, "
+                   f"{len(f.results)} result(s), {', '.join(f.instance_types)})")
+    typer.echo(f"wrote {out}")
+
+
+@app.command()
+def observe(file: Path = FileArg, since: str = typer.Option("7d", "--since", help="How far back: 7d, 12h, 30m"),
+            format: Format = typer.Option(Format.table, "--format", "-f"), region: Optional[str] = RegionOpt,
+            catalog: Optional[Path] = CatalogOpt, calibration: Optional[Path] = CalibrationOpt) -> None:
+    """Plan against actual for each deployed workload, from its CloudWatch metrics (boto3)."""
+    from gpuplan import observe as obs
+    from planner import aws, plan_workloads
+    from planner.spec import load_workloads
+
+    try:
+        since_s = obs.since_seconds(since)
+    except ValueError as exc:
+        fail(str(exc), 2)
+    spec = guarded(lambda: load_workloads(file))
+    plans = guarded(lambda: calibrated(plan_workloads(spec, catalog, region), spec, calibration, file))
+    output_tokens = {w.name: w.serving.output_tokens for w in spec.workloads if w.serving is not None}
+    where = region or (spec.workloads[0].constraints.region if spec.workloads else "us-east-1")
+    try:
+        rows = obs.observe(plans.plans, output_tokens, where, since_s)
+    except aws.AwsError as exc:
+        fail(str(exc), 2)
+    render = {Format.json: obs.render_json, Format.markdown: obs.render_markdown, Format.table: obs.render_table}[format]
+    sys.stdout.write(render(rows))
 
 
 @app.command()
