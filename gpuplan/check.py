@@ -145,7 +145,10 @@ def load_policy_config(path: str | Path | None) -> dict | None:
         raise SpecError(f"not valid JSON ({exc})", file=str(path)) from None
     if not isinstance(config, dict):
         raise SpecError("expected a JSON object of policy names to levels or settings", file=str(path))
-    return config
+    from policies.config import validate_policy_config
+    from policies.rules import RULES
+
+    return validate_policy_config(config, {r.name: set(r.config_schema) for r in RULES}, str(path))
 
 
 def render_markdown(report: CheckReport) -> str:

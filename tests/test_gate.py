@@ -90,13 +90,13 @@ def test_absurd_accelerator_figures_are_refused(tmp_path, edit, expected):
 
 
 @pytest.mark.parametrize("edit, expected", [
-    ({"usd_per_hour": 0}, "usd_per_hour: must be from 0.0001 to 10000 USD/h"),
+    ({"usd_per_hour": 0}, "usd_per_hour: must be from 1e-06 to 10000 USD/h"),
     ({"accelerators_per_node": 1_000_000_000}, "accelerators_per_node: must be from 1 to 128"),
     ({"network_cards": -1}, "network_cards: must be from 1 to 64"),
     ({"vcpus": -8}, "vcpus: must be from 1 to 4096"),
     ({"owned": {"capex_usd": 1e308, "lifetime_years": 5, "power_kw": 10, "usd_per_kwh": 0.1}},
      "owned.capex_usd: must be from 1 to 100000000 USD"),
-    ({"prices": {"us-east-1": {"ec2": {"on_demand": 0}}}}, "on_demand: must be from 0.0001 to 10000 USD/h"),
+    ({"prices": {"us-east-1": {"ec2": {"on_demand": 0}}}}, "on_demand: must be from 1e-06 to 10000 USD/h"),
 ])
 def test_absurd_instance_figures_are_refused(tmp_path, edit, expected):
     overlay = write_yaml(tmp_path / "o.yaml", {"instance_types": [{**G6E, "name": "x1.big", **edit}]})
@@ -123,7 +123,7 @@ def test_a_policy_config_that_is_not_valid_exits_2_naming_the_key(tmp_path, conf
 
 def test_the_documented_policy_config_is_valid(tmp_path):
     path = tmp_path / "policy.json"
-    path.write_text(json.dumps({"all": "mandatory", "monthly-budget": {"maxUsdPerMonth": 60000,
+    path.write_text(json.dumps({"all": "mandatory", "monthly-budget": {"maxUsdPerMonth": 1e6,
                                                                        "workloadBudgets": {"chat-8b": 3000}},
                                 "instance-family-allowed": {"allowedFamilies": ["p5", "p5en", "g6e", "g5", "p4de"]},
                                 "endpoint-availability": {"enforcementLevel": "advisory", "minInstances": 1}}))
