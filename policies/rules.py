@@ -17,6 +17,7 @@ from planner.hardware_facts import hardware_redefinitions
 from planner.tags import TaggedWorkload, TagError, read_tags
 from planner.units import HOURS_PER_MONTH
 from policies.fit import Finding, accelerator_memory_fits, service_of
+from policies.ingress import ingress_union
 from policies.network import multi_node_training_network
 from policies.resources import (CARRIES_INSTANCE_TYPE, ENDPOINT_CONFIGS, UNKNOWN_SENTINELS, Resource, UnknownValueError,
                                 family_of, instance_slots, is_accelerated, requirement_blocks, tags_of)
@@ -267,6 +268,8 @@ RULES = [
     Rule("bundled-hardware-unchanged", "A catalog overlay (the stack's or the policy config's) adds parts and "
          "prices but restates no bundled accelerator's or instance type's physical facts", "mandatory", {**OVERLAY},
          bundled_hardware_unchanged, stack=True),
+    Rule("ingress-from-internet", "A security group's inline and standalone ingress rules together open no more "
+         "than a /16 of public IPv4 or a /48 of IPv6", "mandatory", {}, ingress_union, stack=True),
     Rule("gating-values-known", "Strict mode: the values the gating rules read are known at preview", "mandatory",
          {"strict": {"type": "boolean", "default": True}}, gating_values_known),
 ]
