@@ -99,3 +99,38 @@ def test_a_default_security_group_open_to_the_internet_blocks():
     default = Resource("aws:ec2/defaultSecurityGroup:DefaultSecurityGroup", "default",
                        {"ingress": [{"protocol": "-1", "fromPort": 0, "toPort": 0, "cidrBlocks": ["0.0.0.0/0"]}]})
     assert any("ingress from 0.0.0.0/0" in m for m in _ingress_violations([default]))
+
+
+P5_KINDS = [
+    ("aws-native:ec2:Instance", {"instanceType": "p5.48xlarge"}, "instanceType"),
+    ("aws-native:sagemaker:NotebookInstance", {"instanceType": "ml.p5.48xlarge", "roleArn": "r"}, "instanceType"),
+    ("aws-native:autoscaling:AutoScalingGroup", {"maxSize": "4", "minSize": "2", "mixedInstancesPolicy": {
+        "launchTemplate": {"launchTemplateSpecification": {"launchTemplateId": "lt-1"},
+                           "overrides": [{"instanceType": "p5.48xlarge"}]}}},
+     "mixedInstancesPolicy.launchTemplate[0].overrides[0].instanceType"),
+    ("aws-native:autoscaling:LaunchConfiguration", {"imageId": "ami-1", "instanceType": "p5.48xlarge"}, "instanceType"),
+    ("aws:emr/cluster:Cluster", {"releaseLabel": "emr-7.0.0", "masterInstanceGroup": {"instanceType": "m5.xlarge"},
+                                 "coreInstanceGroup": {"instanceType": "p5.48xlarge", "instanceCount": 2}},
+     "coreInstanceGroup.instanceType"),
+    ("aws:emr/cluster:Cluster", {"coreInstanceFleet": {"instanceTypeConfigs": [{"instanceType": "p5.48xlarge"}],
+                                                       "targetOnDemandCapacity": 2}},
+     "coreInstanceFleet.instanceTypeConfigs[0].instanceType"),
+    ("aws:emr/instanceGroup:InstanceGroup", {"clusterId": "j-1", "instanceType": "p5.48xlarge", "instanceCount": 4},
+     "instanceType"),
+    ("aws:sagemaker/domain:Domain", {"domainName": "d", "defaultSpaceSettings": {
+        "executionRole": "r", "jupyterLabAppSettings": {"defaultResourceSpec": {"instanceType": "ml.p5.48xlarge"}}}},
+     "defaultSpaceSettings.jupyterLabAppSettings.defaultResourceSpec.instanceType"),
+    ("aws:sagemaker/domain:Domain", {"domainName": "d", "defaultUserSettings": {
+        "executionRole": "r", "kernelGatewayAppSettings": {"defaultResourceSpec": {"instanceType": "ml.p5.48xlarge"}}}},
+     "defaultUserSettings.kernelGatewayAppSettings.defaultResourceSpec.instanceType"),
+]
+
+
+@pytest.mark.parametrize("resource_type, props, where", P5_KINDS)
+def test_kinds_that_can_start_a_p5_are_seen(resource_type, props, where):
+    found = [(v.policy, v.message) for v in evaluate([Resource(resource_type, "x", props)]) if v.level == "mandatory"]
+    assert ("accelerator-resource-planned", f"unplanned accelerator resource: p5.48xlarge ({where}) carries no "
+            "gpuplan:workload tag, so no memory or cost check can run; plan it with gpuplan (its components tag what "
+            "they create)") in found, found
+    narrowed = evaluate([Resource(resource_type, "x", props)], {"instance-family-allowed": {"allowedFamilies": ["g6e"]}})
+    assert any(v.policy == "instance-family-allowed" and "family p5 is not allowed" in v.message for v in narrowed)
