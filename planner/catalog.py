@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from planner.bounds import (ACCELERATORS_PER_NODE, CAPEX_USD, DEVICE_MEMORY_MIB, INTER_NODE_GBPS, INTRA_NODE_GB_S,
                             MEMORY_BANDWIDTH_GB_S, NETWORK_CARDS, NEURON_CORES, NODE_MEMORY_GIB, OPEX_USD_PER_YEAR,
