@@ -18,6 +18,13 @@ from planner.spec import STACK_CATALOG_KEY, STACK_KEY, WorkloadFile, load_worklo
 OFFLINE_VPC, OFFLINE_SUBNET, OFFLINE_MODEL = "vpc-offline", "subnet-offline", "offline/model-not-deployed"
 
 
+def offline_model(workload) -> str:
+    """The stand-in model id: the planned preset's name, which the memory rule resolves to that preset
+    (an id it cannot resolve blocks); a custom architecture travels in the tags instead."""
+    preset = getattr(workload.model, "preset", None)
+    return f"offline/{preset}" if preset else OFFLINE_MODEL
+
+
 class CheckViolation(BaseModel):
     policy: str
     level: str
@@ -57,7 +64,7 @@ def program_config(spec: WorkloadFile, stand_ins: list[str] | None = None) -> di
     region = spec.workloads[0].constraints.region
     return {STACK_KEY: [w.model_dump(exclude_none=True, mode="json") for w in spec.workloads], "aws:region": region,
             "gpuplan:vpcId": OFFLINE_VPC, "gpuplan:subnetIds": [OFFLINE_SUBNET],
-            "gpuplan:deployments": {w.name: {"hfModelId": OFFLINE_MODEL} for w in spec.workloads},
+            "gpuplan:deployments": {w.name: {"hfModelId": offline_model(w)} for w in spec.workloads},
             **({STACK_CATALOG_KEY: spec.catalog} if spec.catalog else {})}
 
 
@@ -71,7 +78,7 @@ def _fill_stand_ins(config: dict, spec: WorkloadFile, notes: list[str]) -> None:
         if settings is not None and not isinstance(settings, dict):
             continue
         if w.kind == "inference" and not {"modelDataUrl", "hfModelId"} & set(settings or {}):
-            deployments[w.name] = {**(settings or {}), "hfModelId": OFFLINE_MODEL}
+            deployments[w.name] = {**(settings or {}), "hfModelId": offline_model(w)}
             notes.append(f"{w.name}: no modelDataUrl or hfModelId yet; checked with the planned model's architecture")
     config["gpuplan:deployments"] = deployments
     if any(w.kind != "inference" for w in spec.workloads) and not (config.get("gpuplan:vpcId")
@@ -146,7 +153,10 @@ def load_policy_config(path: str | Path | None) -> dict | None:
         raise SpecError(f"not valid JSON ({exc})", file=str(path)) from None
     if not isinstance(config, dict):
         raise SpecError("expected a JSON object of policy names to levels or settings", file=str(path))
-    return config
+    from policies.config import validate_policy_config
+    from policies.rules import RULES
+
+    return validate_policy_config(config, {r.name: set(r.config_schema) for r in RULES}, str(path))
 
 
 def render_markdown(report: CheckReport) -> str:

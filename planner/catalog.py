@@ -10,8 +10,11 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from planner.bounds import (ACCELERATORS_PER_NODE, CAPEX_USD, DEVICE_MEMORY_MIB, INTER_NODE_GBPS, INTRA_NODE_GB_S,
+                            MEMORY_BANDWIDTH_GB_S, NETWORK_CARDS, NEURON_CORES, NODE_MEMORY_GIB, OPEX_USD_PER_YEAR,
+                            TFLOPS, USD_PER_HOUR, VCPUS)
 from planner.errors import SpecError, field_path, shown
 from planner.strict import StrictModel
 from planner.units import MIB
@@ -34,13 +37,13 @@ class Supports(StrictModel):
 class Accelerator(StrictModel):
     name: str = NAME
     vendor: Literal["nvidia", "aws-neuron", "other"] = "nvidia"
-    memory_mib: float = Field(gt=0)
-    memory_bandwidth_gb_s: float = Field(gt=0)
-    tflops: dict[TensorPrecision, PositiveFloat | None]
-    intra_node_gb_s: float = Field(gt=0)
+    memory_mib: DEVICE_MEMORY_MIB
+    memory_bandwidth_gb_s: MEMORY_BANDWIDTH_GB_S
+    tflops: dict[TensorPrecision, TFLOPS | None]
+    intra_node_gb_s: INTRA_NODE_GB_S
     compute_capability: str | None = None
     neuron_generation: str | None = None
-    neuron_cores: int = 1
+    neuron_cores: NEURON_CORES = 1
     supports: Supports = Field(default_factory=Supports)
     source: str = ""
     source_date: str = ""
@@ -104,13 +107,13 @@ class Price(StrictModel):
     the effective hourly rate of the no-upfront term: reserved_* a Standard Reserved Instance,
     savings_plan_* an EC2 Instance (or SageMaker) Savings Plan; capacity_block the Capacity Block
     for ML reservation fee per instance-hour."""
-    on_demand: float | None = Field(default=None, ge=0)
-    spot: float | None = Field(default=None, ge=0)
-    reserved_1y: float | None = Field(default=None, ge=0)
-    reserved_3y: float | None = Field(default=None, ge=0)
-    savings_plan_1y: float | None = Field(default=None, ge=0)
-    savings_plan_3y: float | None = Field(default=None, ge=0)
-    capacity_block: float | None = Field(default=None, ge=0)
+    on_demand: USD_PER_HOUR | None = None
+    spot: USD_PER_HOUR | None = None
+    reserved_1y: USD_PER_HOUR | None = None
+    reserved_3y: USD_PER_HOUR | None = None
+    savings_plan_1y: USD_PER_HOUR | None = None
+    savings_plan_3y: USD_PER_HOUR | None = None
+    capacity_block: USD_PER_HOUR | None = None
     # Spot Instance Advisor's frequency of interruption: the share of instances reclaimed in a month.
     spot_interruption: Literal["<5%", "5-10%", "10-15%", "15-20%", ">20%"] | None = None
     source: str = ""
@@ -127,12 +130,12 @@ class Price(StrictModel):
 class Owned(StrictModel):
     """Buying the node instead of renting it (an overlay's figures): what it costs to own for a year is
     the capital spread over its lifetime, power drawn every hour of the year, and operations."""
-    capex_usd: float = Field(gt=0)
+    capex_usd: CAPEX_USD
     lifetime_years: float = Field(gt=0, le=15)
     power_kw: float = Field(gt=0, le=1000)  # the node's average draw under load
     usd_per_kwh: float = Field(gt=0, le=10)
     pue: float = Field(default=1.0, ge=1, le=5)  # facility power over IT power; 1: billed at the rack
-    opex_usd_per_year: float = Field(default=0, ge=0)  # space, support, staff share
+    opex_usd_per_year: OPEX_USD_PER_YEAR = 0  # space, support, staff share
     source: str = ""
     date: str = ""
 
@@ -146,13 +149,13 @@ class InstanceType(StrictModel):
     name: str = NAME
     family: str = NAME
     accelerator: str = NAME
-    accelerators_per_node: int = Field(gt=0)
-    vcpus: int | None = None
-    memory_gib: float | None = None
-    inter_node_gbps: float = Field(default=0, ge=0)
+    accelerators_per_node: ACCELERATORS_PER_NODE
+    vcpus: VCPUS | None = None
+    memory_gib: NODE_MEMORY_GIB | None = None
+    inter_node_gbps: INTER_NODE_GBPS = 0
     efa: bool | None = None  # None (an overlay that does not say): multi-node capable when it has a network
-    network_cards: int = 1
-    usd_per_hour: float | None = Field(default=None, ge=0)  # overlay shorthand: on-demand, any region
+    network_cards: NETWORK_CARDS = 1
+    usd_per_hour: USD_PER_HOUR | None = None  # overlay shorthand: on-demand, any region
     source: str = ""
     source_date: str = ""
     prices: dict[str, dict[str, Price]] = Field(default_factory=dict)  # region -> service -> price

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib import resources
 
@@ -117,7 +118,46 @@ def hugging_face_presets() -> dict[str, str]:
     return {repo.lower(): preset for repo, preset in table.items()}
 
 
+# Quantised checkpoints are published as the base repository plus a suffix (TheBloke/...-GPTQ,
+# neuralmagic/...-FP8, hugging-quants/...-AWQ-INT4): the suffix changes the weights' precision, not
+# the architecture. Longest alternatives first so "-awq-int4" is taken whole.
+QUANT_SUFFIX = re.compile(r"(-(fp8(-dynamic)?|awq(-int4)?|gptq(-int[48])?|int[48]|w4a16|w8a8|bnb-4bit|4bit|8bit))+$")
+# A parameter count in a repository name: 405B, 70b, 8x7B (experts × size), 1.5B.
+SIZE_MARKER = re.compile(r"(?<![a-z0-9.])(?:(\d+)x)?(\d+(?:\.\d+)?)b(?![a-z0-9])")
+HF_PREFIX = re.compile(r"^(https?://)?(www\.)?(huggingface\.co|hf\.co)/")
+
+
+def _normalised(model_id: str) -> str:
+    return HF_PREFIX.sub("", model_id.strip().lower()).rstrip("/")
+
+
+def _by_size(key: str) -> str | None:
+    """The preset a size marker names: same marker in the preset's name (mixtral-8x7b), else a preset
+    of the same family word, else none. Several candidates: the largest, so the check never under-sizes."""
+    markers = SIZE_MARKER.findall(key.rsplit("/", 1)[-1])
+    if len(markers) != 1:
+        return None
+    experts, size = markers[0]
+    token = f"{experts + 'x' if experts else ''}{size}b"
+    named = [name for name in presets() if re.search(rf"(?<![0-9x.]){re.escape(token)}$", name)]
+    version = [name for name in named if name.removesuffix(token) in key]  # "llama-2-" in ".../llama-2-70b-chat"
+    family = [name for name in named if name.split("-")[0].rstrip("0123456789.") in key]
+    candidates = version or family or named
+    return max(candidates, key=lambda name: presets()[name].params) if candidates else None
+
+
 def preset_for_model_id(model_id: str) -> str | None:
-    """The preset whose architecture a Hugging Face repository id (or an s3:// copy named after it) loads."""
-    key = model_id.strip().lower().rstrip("/")
-    return hugging_face_presets().get(key)
+    """The preset whose architecture a Hugging Face repository id (or an s3:// copy named after it,
+    or its https URL) loads: the models file's table, then the same id without a quantisation suffix,
+    then the id's own size marker (405B, 8x7B) against the presets; None when nothing says."""
+    key = _normalised(model_id)
+    table = hugging_face_presets()
+    base = QUANT_SUFFIX.sub("", key)
+    by_repo = {}  # the repository name alone, where one preset owns it: forks and re-uploads keep it
+    for repo, preset in table.items():
+        by_repo.setdefault(repo.rsplit("/", 1)[-1], set()).add(preset)
+    name = base.rsplit("/", 1)[-1]
+    if name in presets():  # a preset's own name (gpuplan check's stand-in, an s3:// copy named after it)
+        return name
+    repo = by_repo.get(name, set())
+    return table.get(key) or table.get(base) or (next(iter(repo)) if len(repo) == 1 else None) or _by_size(base)

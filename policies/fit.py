@@ -69,7 +69,16 @@ def _serving_facts(resource: Resource, resources: list[Resource], strict: bool) 
         return None, ["the SageMaker Model this endpoint configuration serves is not in the stack, so the model and "
                       "engine limits cannot be checked (strict: false sizes from the tags alone)"] if strict else []
     facts = serving_facts(env)
-    return facts, [f"{model.name}: {problem}" for problem in facts.problems]
+    problems = [f"{model.name}: {problem}" for problem in facts.problems]
+    if facts.model_id is not None and facts.preset is None and not _custom(resource):
+        problems.append(f"{model.name}: unknown model id: add it to the models file or set the architecture "
+                        f"(HF_MODEL_ID {facts.model_id[:80]!r}); the tags alone cannot say what the container loads")
+    return facts, problems
+
+
+def _custom(resource: Resource) -> bool:
+    """Whether the tags carry a whole architecture (gpuplan:architecture), which sizes any model id."""
+    return bool(tags_of(resource).get(PREFIX + "architecture"))
 
 
 def _untagged_serving(resource: Resource, facts: ServingFacts | None) -> TaggedWorkload | None:
@@ -153,9 +162,10 @@ def accelerator_memory_fits(resources: list[Resource], config: dict, catalog: Ca
             # Untagged: accelerator-resource-planned reports it when the type is accelerated. A container
             # that loads a known model is sized from its own facts all the same, whatever the type.
             untagged = _untagged_serving(resource, facts)
-            if untagged is not None:
+            if facts is not None:  # the container is in the stack: what it says is wrong blocks, tagged or not
                 for message in problems:
                     yield Finding(f"{resource.name}: {message}", None, resource.name)
+            if untagged is not None:
                 yield from _fits(resource, untagged, slots, catalog, float(config.get("minHeadroom", 0.0)),
                                  facts.memory_fraction or 1.0)
             continue

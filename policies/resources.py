@@ -48,11 +48,24 @@ IAM_POLICY = "aws:iam/policy:Policy"
 ATTACHMENTS = ("aws:iam/rolePolicyAttachment:RolePolicyAttachment", "aws:iam/policyAttachment:PolicyAttachment",
                "aws:iam/userPolicyAttachment:UserPolicyAttachment",
                "aws:iam/groupPolicyAttachment:GroupPolicyAttachment")
+# Kinds added for issue 24 (property names from the pulumi-aws and aws-native schemas).
+NATIVE_INSTANCE = "aws-native:ec2:Instance"
+NATIVE_NOTEBOOK = "aws-native:sagemaker:NotebookInstance"
+NATIVE_ASG = "aws-native:autoscaling:AutoScalingGroup"
+NATIVE_LAUNCH_CONFIGURATION = "aws-native:autoscaling:LaunchConfiguration"
+EMR = ("aws:emr/cluster:Cluster", "aws:emr/instanceGroup:InstanceGroup", "aws:emr/instanceFleet:InstanceFleet",
+       "aws-native:emr:Cluster", "aws-native:emr:InstanceGroupConfig", "aws-native:emr:InstanceFleetConfig")
+# SageMaker Studio: each app's defaultResourceSpec.instanceType, wherever the settings nest it.
+STUDIO = ("aws:sagemaker/domain:Domain", "aws:sagemaker/userProfile:UserProfile", "aws:sagemaker/space:Space",
+          "aws-native:sagemaker:Domain", "aws-native:sagemaker:UserProfile", "aws-native:sagemaker:Space")
+NESTED = EMR + STUDIO  # read by walking the props for every instanceType
 ENDPOINT_CONFIGS = (ENDPOINT_CONFIG, NATIVE_ENDPOINT_CONFIG)
-SAGEMAKER_SERVICE = ENDPOINT_CONFIGS + (NOTEBOOK,)
+SAGEMAKER_SERVICE = ENDPOINT_CONFIGS + (NOTEBOOK, NATIVE_NOTEBOOK) + STUDIO
 # Every resource kind that names an instance type an accelerator could run on.
 CARRIES_INSTANCE_TYPE = ENDPOINT_CONFIGS + (NOTEBOOK, LAUNCH_TEMPLATE, NATIVE_LAUNCH_TEMPLATE, LAUNCH_CONFIGURATION,
-                                            INSTANCE, SPOT_REQUEST, SPOT_FLEET, FLEET, ASG, EKS_NODE_GROUP, BATCH_COMPUTE)
+                                            INSTANCE, SPOT_REQUEST, SPOT_FLEET, FLEET, ASG, EKS_NODE_GROUP, BATCH_COMPUTE,
+                                            NATIVE_INSTANCE, NATIVE_NOTEBOOK, NATIVE_ASG,
+                                            NATIVE_LAUNCH_CONFIGURATION) + NESTED
 # EC2's accelerated-computing families follow one naming scheme: a letter group and a generation digit
 # (p5, g6e, gr6, inf2, trn2, dl1, f2, vt1), so families the catalog has not met yet (g7e, trn3) count too.
 ACCELERATED_FAMILY = re.compile(r"^(p|g|gr|inf|trn|dl|f|vt)\d")
@@ -133,6 +146,24 @@ def _overrides(configs: list, count: int | None, prop: str) -> list[Slot]:
             if isinstance(_map(o).get("instanceType"), str)]
 
 
+def _nested_slots(value: Any, path: str) -> list[Slot]:
+    """Every instanceType under `value` (EMR groups and fleets, Studio apps' resource specs), counted by
+    its sibling instanceCount or the fleet's target capacity where given."""
+    slots: list[Slot] = []
+    if isinstance(value, Mapping):
+        kind = value.get("instanceType")
+        if isinstance(kind, str) and kind:
+            count = _count(value.get("instanceCount"))
+            slots.append(Slot(kind.removeprefix("ml."), count, f"{path}.instanceType".lstrip(".")))
+        for key, item in value.items():
+            if key != "instanceType":
+                slots += _nested_slots(item, f"{path}.{key}")
+    elif isinstance(value, Sequence) and not isinstance(value, str):
+        for i, item in enumerate(value):
+            slots += _nested_slots(item, f"{path}[{i}]")
+    return slots
+
+
 def instance_slots(resource: Resource) -> list[Slot]:
     """Every instance type the resource can start, with its count."""
     p, t = resource.props, resource.type
@@ -141,11 +172,13 @@ def instance_slots(resource: Resource) -> list[Slot]:
     if t == NATIVE_LAUNCH_TEMPLATE:
         p = _map(p.get("launchTemplateData"))
     single = {NOTEBOOK: 1, INSTANCE: 1, SPOT_REQUEST: 1, LAUNCH_TEMPLATE: None, NATIVE_LAUNCH_TEMPLATE: None,
-              LAUNCH_CONFIGURATION: None}
+              LAUNCH_CONFIGURATION: None, NATIVE_INSTANCE: 1, NATIVE_NOTEBOOK: 1, NATIVE_LAUNCH_CONFIGURATION: None}
+    if t in NESTED:
+        return _nested_slots(p, "")
     if t in single:
         kind = p.get("instanceType")
         return [Slot(kind.removeprefix("ml."), single[t], "instanceType")] if isinstance(kind, str) and kind else []
-    if t == ASG:
+    if t in (ASG, NATIVE_ASG):
         count = _count(p.get("desiredCapacity")) or _count(p.get("minSize"))
         policy = _map(_map(p.get("mixedInstancesPolicy")).get("launchTemplate"))
         return _overrides([policy], count, "mixedInstancesPolicy.launchTemplate")

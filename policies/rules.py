@@ -12,9 +12,12 @@ from typing import Callable, Iterable
 
 from planner.catalog import Catalog, bundled, with_overlay
 from planner.cost import hourly_price
+from planner.errors import SpecError
+from planner.hardware_facts import hardware_redefinitions
 from planner.tags import TaggedWorkload, TagError, read_tags
 from planner.units import HOURS_PER_MONTH
 from policies.fit import Finding, accelerator_memory_fits, service_of
+from policies.ingress import ingress_union
 from policies.network import multi_node_training_network
 from policies.resources import (CARRIES_INSTANCE_TYPE, ENDPOINT_CONFIGS, UNKNOWN_SENTINELS, Resource, UnknownValueError,
                                 family_of, instance_slots, is_accelerated, requirement_blocks, tags_of)
@@ -229,6 +232,23 @@ def gating_values_known(resource: Resource, config: dict, catalog: Catalog) -> I
                           "gpuplan:workload"))
 
 
+class HardwareRedefined(SpecError):
+    """A policy config's catalogOverlay restates a bundled part's physical facts."""
+
+
+REDEFINED = ("overlays may add instance types, accelerators and prices, not change a bundled part's physical "
+             "facts (datasheet figures); give the part a new name if it really differs")
+
+
+def bundled_hardware_unchanged(resources: list[Resource], config: dict, catalog: Catalog) -> Iterable[Finding]:
+    """The catalog the rules ran with (the stack's gpuplan:catalog in `gpuplan check`, the policy
+    config's catalogOverlay in the pack) states every bundled part as the bundled catalog does."""
+    changes = hardware_redefinitions(catalog, bundled())
+    if changes:
+        yield Finding(f"the catalog overlay redefines bundled hardware: {'; '.join(changes[:5])}"
+                      + (f" (+{len(changes) - 5} more)" if len(changes) > 5 else "") + f"; {REDEFINED}", None)
+
+
 OVERLAY = {"catalogOverlay": {"type": "object", "description": "a gpuplan catalog overlay document (the same "
                                                                  "YAML structure as gpuplan:catalog, as JSON)"}}
 RULES = [
@@ -259,6 +279,11 @@ RULES = [
          {"minInstances": {"type": "integer", "minimum": 1, "default": 2}}, endpoint_availability),
     Rule("secure-defaults", "IMDSv2 with hop limit 1, encrypted volumes, no public IPs on accelerator nodes, no "
          "ingress from the internet, no broad IAM grants", "mandatory", {}, secure_defaults),
+    Rule("bundled-hardware-unchanged", "A catalog overlay (the stack's or the policy config's) adds parts and "
+         "prices but restates no bundled accelerator's or instance type's physical facts", "mandatory", {**OVERLAY},
+         bundled_hardware_unchanged, stack=True),
+    Rule("ingress-from-internet", "A security group's inline and standalone ingress rules together open no more "
+         "than a /16 of public IPv4 or a /48 of IPv6", "mandatory", {}, ingress_union, stack=True),
     Rule("gating-values-known", "Strict mode: the values the gating rules read are known at preview", "mandatory",
          {"strict": {"type": "boolean", "default": True}}, gating_values_known),
 ]
@@ -275,7 +300,7 @@ class Violation:
     message: str
 
 
-_OVERLAID: dict[tuple[int, str], tuple[Catalog, Catalog]] = {}
+_OVERLAID: dict[tuple[int, str], tuple[Catalog, Catalog, list[str]]] = {}
 
 
 def catalog_for(rule_config: Mapping, catalog: Catalog) -> Catalog:
@@ -286,8 +311,12 @@ def catalog_for(rule_config: Mapping, catalog: Catalog) -> Catalog:
         return catalog
     key = (id(catalog), json.dumps(overlay, sort_keys=True, default=str))
     if key not in _OVERLAID:  # the base is kept in the value, so its id is not reused while cached
-        _OVERLAID[key] = (catalog, with_overlay(catalog, dict(overlay), "policy config catalogOverlay"))
-    return _OVERLAID[key][1]
+        overlaid = with_overlay(catalog, dict(overlay), "policy config catalogOverlay")
+        _OVERLAID[key] = (catalog, overlaid, hardware_redefinitions(overlaid, catalog))
+    _, overlaid, changes = _OVERLAID[key]
+    if changes:  # the rule must not run on forged hardware: its caller reports this at the rule's level
+        raise HardwareRedefined(f"{'; '.join(changes[:5])}; {REDEFINED}", file="policy config catalogOverlay")
+    return overlaid
 
 
 def evaluate(resources: list[Resource], config: dict | None = None, catalog: Catalog | None = None) -> list[Violation]:
@@ -301,7 +330,11 @@ def evaluate(resources: list[Resource], config: dict | None = None, catalog: Cat
         level = rule_config.get("enforcementLevel", config.get("all") if isinstance(config.get("all"), str) else rule.level)
         if level == "disabled":
             continue
-        rule_catalog = catalog_for(rule_config, catalog)
+        try:
+            rule_catalog = catalog_for(rule_config, catalog)
+        except HardwareRedefined as exc:
+            violations.append(Violation(rule.name, level, "stack", None, f"{rule.name}: {exc}"))
+            continue
         if rule.stack:
             found = [(f, f.resource or f.workload or "stack") for f in rule.check(resources, rule_config, rule_catalog)]
         else:

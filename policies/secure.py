@@ -6,19 +6,16 @@ about the strings one usually writes for it, so 0.0.0.0/1 + 128.0.0.0/1 and s3:G
 from __future__ import annotations
 
 import fnmatch
-import ipaddress
 import json
 from collections.abc import Iterable, Mapping
 
 from policies.fit import Finding
+from policies.ingress import ingress_cidrs, public_reach, too_wide
 from policies.resources import (ATTACHMENTS, EBS_VOLUME, IAM_POLICY, INSTANCE, LAUNCH_CONFIGURATION,
                                 LAUNCH_TEMPLATE, NATIVE_LAUNCH_TEMPLATE, ROLE, ROLE_POLICY, SECURITY_GROUP,
                                 SG_INGRESS_RULE, SG_RULE, SPOT_REQUEST, GROUP_POLICY, USER_POLICY, Resource,
                                 instance_slots, is_accelerated, tags_of)
 
-# Ingress may come from private space, or from a public block no larger than one organisation's
-# allocation: a /16 of IPv4 (65,536 addresses) or a /48 of IPv6 (one site, RFC 6177).
-MAX_PUBLIC_INGRESS_PREFIX = {4: 16, 6: 48}
 # AWS managed policies that grant whole services or everything (IAM User Guide, "AWS managed
 # policies for job functions" and each service's FullAccess policy).
 BROAD_MANAGED_POLICIES = {"AdministratorAccess", "PowerUserAccess", "IAMFullAccess", "AmazonEC2FullAccess",
@@ -37,39 +34,14 @@ def _true(value) -> bool:
     return str(value).lower() == "true"
 
 
-def _public_spans(cidrs: Iterable[str]) -> tuple[list[str], list[str]]:
-    """(collapsed public ranges broader than the limit, entries that are not CIDRs)."""
-    networks, bad = {4: [], 6: []}, []
-    for cidr in cidrs:
-        try:
-            net = ipaddress.ip_network(str(cidr).strip(), strict=False)
-        except ValueError:
-            bad.append(str(cidr)[:60])
-            continue
-        networks[net.version].append(net)
-    wide = []
-    for version, nets in networks.items():
-        for net in ipaddress.collapse_addresses(nets):
-            if not net.is_private and net.prefixlen < MAX_PUBLIC_INGRESS_PREFIX[version]:
-                wide.append(str(net))
-    return wide, bad
-
-
 def _ingress(resource: Resource) -> Iterable[str]:
-    p = resource.props
-    if resource.type == SECURITY_GROUP:
-        cidrs = [c for rule in p.get("ingress") or [] if isinstance(rule, Mapping)
-                 for c in [*(rule.get("cidrBlocks") or []), *(rule.get("ipv6CidrBlocks") or [])]]
-    elif resource.type == SG_INGRESS_RULE or (resource.type == SG_RULE and p.get("type") == "ingress"):
-        cidrs = list(p.get("cidrBlocks") or []) + list(p.get("ipv6CidrBlocks") or []) + \
-            [c for c in (p.get("cidrIpv4"), p.get("cidrIpv6")) if c]
-    else:
+    cidrs = ingress_cidrs(resource)
+    if not cidrs:
         return
-    wide, bad = _public_spans(cidrs)
-    if wide:
-        yield (f"ingress from {', '.join(wide)} (together, the blocks open more than a /"
-               f"{MAX_PUBLIC_INGRESS_PREFIX[4]} of public IPv4 or a /{MAX_PUBLIC_INGRESS_PREFIX[6]} of IPv6); "
-               "accelerator clusters accept traffic only from themselves or named private ranges")
+    networks, bad = public_reach(cidrs)
+    problem = too_wide(networks)
+    if problem:
+        yield f"{problem}; accelerator clusters accept traffic only from themselves or named private ranges"
     if bad:
         yield f"ingress CIDR {bad[0]!r} is not a CIDR block, so what it opens cannot be checked"
 
@@ -90,12 +62,30 @@ def _as_list(value) -> list[str]:
     return [str(v) for v in (value if isinstance(value, list) else [value])] if value is not None else []
 
 
+def _wild(text: str) -> bool:
+    return text.strip("/") in ("", "*") or text.startswith(("*", "?"))
+
+
 def _all_resources(pattern: str) -> bool:
-    """`*`, or an ARN whose resource part is only a wildcard (every resource of a service)."""
-    if pattern == "*":
+    """Whether a Resource pattern covers every resource of its kind: `*`, a wildcard account
+    (arn:aws:iam::*:role/x is that role name in every account), or a name that starts with a wildcard
+    (role/*, an S3 bucket of `*`)."""
+    if pattern.strip() in ("*", ""):
         return True
     parts = pattern.split(":", 5)
-    return len(parts) == 6 and parts[0] == "arn" and parts[5].strip("/") in ("*", "")
+    if len(parts) != 6 or parts[0] != "arn":
+        return False
+    account, resource = parts[4], parts[5]
+    if "*" in account or "?" in account:
+        return True
+    if parts[2] == "s3":
+        return _wild(resource.split("/", 1)[0])
+    # resource-type/name or resource-type:name (role/NAME, log-group:NAME); a bare name otherwise
+    for separator in ("/", ":"):
+        kind, found, name = resource.partition(separator)
+        if found and kind and not any(c in kind for c in "*?"):
+            return _wild(name)
+    return _wild(resource)
 
 
 def policy_grants(document) -> list[str]:
@@ -121,8 +111,24 @@ def policy_grants(document) -> list[str]:
                 problems.append(f"{action} on {', '.join(resources) or 'its resources'}")
             elif everywhere and (lowered in ESCALATING_ACTIONS or any(fnmatch.fnmatchcase(e, lowered)
                                                                        for e in ESCALATING_ACTIONS)):
-                problems.append(f"{action} on * (privilege escalation: name the resources)")
+                problems.append(f"{action} on {', '.join(resources)} (privilege escalation: name the resources)")
     return problems
+
+
+def _trust(document) -> Iterable[str]:
+    """A trust policy that lets any principal (Principal "*" or AWS "*") assume the role hands its
+    permissions to every AWS account."""
+    statements = _statements(document)
+    if isinstance(statements, str):
+        yield f"trust policy: {statements}"
+        return
+    for s in statements:
+        principal = s.get("Principal")
+        values = [principal] if isinstance(principal, str) else \
+            _as_list(principal.get("AWS")) if isinstance(principal, Mapping) else []
+        if s.get("Effect") == "Allow" and "*" in values:
+            yield ("trust policy lets any principal assume the role (Principal \"*\"); name the service or "
+                   "accounts that may")
 
 
 def _iam(resource: Resource) -> Iterable[str]:
@@ -135,6 +141,8 @@ def _iam(resource: Resource) -> Iterable[str]:
         arns = list(p.get("managedPolicyArns") or [])
     else:
         arns = [p.get("policyArn")] if resource.type in ATTACHMENTS and p.get("policyArn") else []
+    if resource.type == ROLE and p.get("assumeRolePolicy"):
+        yield from _trust(p.get("assumeRolePolicy"))
     for document in documents:
         for problem in policy_grants(document):
             yield f"IAM grant {problem}; grant the actions the role uses on the resources it uses"

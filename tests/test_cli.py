@@ -67,13 +67,13 @@ def test_infeasible_exits_1_with_nearest_misses(tmp_path):
 def test_catalog_overlay_adds_an_onprem_node(tmp_path):
     overlay = write_yaml(tmp_path / "extra.yaml", {"instance_types": [{
         "name": "onprem-dgx-a100", "family": "dgx", "accelerator": "A100-80GB", "accelerators_per_node": 8,
-        "inter_node_gbps": 1600, "efa": True, "usd_per_hour": 0}]})
+        "inter_node_gbps": 1600, "efa": True, "usd_per_hour": 12.5}]})  # a price of 0 is refused (issue 24)
     spec = write_yaml(tmp_path / "w.yaml", {"catalog": "extra.yaml", "workloads": [{
         "name": "chat", "kind": "inference", "model": {"preset": "llama-3-70b"},
         "constraints": {"instance_types": ["onprem-dgx-a100"], "deploy_target": "ec2"}}]})
     data = json.loads(invoke("plan", str(spec), "--format", "json").output)
     assert data["plans"][0]["choice"]["instance_type"] == "onprem-dgx-a100"
-    assert data["plans"][0]["cost"]["usd_per_hour"] == 0
+    assert data["plans"][0]["cost"]["usd_per_hour"] == 12.5
     assert str(overlay) == data["catalog"]
 
 

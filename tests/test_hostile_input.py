@@ -90,8 +90,8 @@ X1_NODE = {"name": "x1.8xl", "family": "x1", "accelerator": "X1", "accelerators_
 @pytest.mark.parametrize("overlay, expected", [
     ({"accelerators": [{**X1, "tflops": {}}]},
      "accelerators[0]: tflops: give the dense peak TFLOP/s of at least one precision"),
-    ({"accelerators": [{**X1, "tflops": {"bf16": 0}}]}, "accelerators[0].tflops.bf16: Input should be greater than 0"),
-    ({"accelerators": [{**X1, "tflops": {"bf16": -5}}]}, "accelerators[0].tflops.bf16: Input should be greater than 0"),
+    ({"accelerators": [{**X1, "tflops": {"bf16": 0}}]}, "accelerators[0].tflops.bf16: must be from 0.01 to 100000 TFLOP/s (got 0)"),
+    ({"accelerators": [{**X1, "tflops": {"bf16": -5}}]}, "accelerators[0].tflops.bf16: must be from 0.01 to 100000 TFLOP/s (got -5)"),
     ({"accelerators": [{**X1, "tflops": {"bf16": float("nan")}}]}, "accelerators[0].tflops.bf16: Input should be a finite number"),
     ({"accelerators": [{**X1, "tflops": {"bf-16": 500}}]}, "accelerators[0].tflops.bf-16: Input should be 'fp32'"),
     ({"accelerators": [{**X1, "supports": {"fp8": True}}]},
