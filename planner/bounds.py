@@ -41,9 +41,10 @@ ACCELERATORS_PER_NODE = bounded(1, 128, kind=int)
 # u7in-32tb.224xlarge: 896 vCPUs and 32 TiB of memory (EC2 instance types, high memory).
 VCPUS = bounded(1, 4096, kind=int)
 NODE_MEMORY_GIB = bounded(0.5, 65_536, "GiB")
-# p6e-gb200 has 28.8 Tbit/s of EFA; p5 has 32 network cards.
+# p6e-gb200 has 28.8 Tbit/s of EFA; p5 has 32 network cards, and a GB200 NVL72 UltraServer planned as one
+# node (18 instances of 4 cards each) has 72: 512 leaves room for larger scale-up domains.
 INTER_NODE_GBPS = bounded(0, 100_000, "Gbit/s")
-NETWORK_CARDS = bounded(1, 64, kind=int)
+NETWORK_CARDS = bounded(1, 512, kind=int)
 # The dearest EC2 type is under $500/h on demand (u7in-32tb); the cheapest spot prices are ~$0.001/h (1e-6 leaves test doubles room).
 USD_PER_HOUR = bounded(0.000001, 10_000, "USD/h")
 # A GB200 NVL72 rack sells for about $3M; $100M per node is far past any node.

@@ -92,7 +92,7 @@ def test_absurd_accelerator_figures_are_refused(tmp_path, edit, expected):
 @pytest.mark.parametrize("edit, expected", [
     ({"usd_per_hour": 0}, "usd_per_hour: must be from 1e-06 to 10000 USD/h"),
     ({"accelerators_per_node": 1_000_000_000}, "accelerators_per_node: must be from 1 to 128"),
-    ({"network_cards": -1}, "network_cards: must be from 1 to 64"),
+    ({"network_cards": -1}, "network_cards: must be from 1 to 512"),
     ({"vcpus": -8}, "vcpus: must be from 1 to 4096"),
     ({"owned": {"capex_usd": 1e308, "lifetime_years": 5, "power_kw": 10, "usd_per_kwh": 0.1}},
      "owned.capex_usd: must be from 1 to 100000000 USD"),
