@@ -12,8 +12,9 @@ import yaml
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from planner.errors import SHOWN_CHARS, SpecError, field_path, shown
-from planner.presets import Architecture, presets
+from planner.presets import Architecture, hugging_face_presets, preset_for_model_id, presets
 from planner.strict import StrictModel
+from planner.suggest import allowed_keys, model_at, unknown_key
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
 STACK_KEY = "gpuplan:workloads"
@@ -30,6 +31,12 @@ class ModelRef(_Section):
     architecture: dict[str, Any] | None = None
     _resolved: Architecture = PrivateAttr()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: Any) -> Any:
+        """`model: meta-llama/Llama-3.1-8B-Instruct` or `model: llama-3.1-8b` names a preset."""
+        return {"preset": model_name_to_preset(data)} if isinstance(data, str) else data
+
     @model_validator(mode="after")
     def _preset_or_architecture(self) -> "ModelRef":
         if self.preset is None and not self.architecture:
@@ -42,15 +49,38 @@ class ModelRef(_Section):
         try:
             self._resolved = Architecture(**{**base, **(self.architecture or {})})
         except ValidationError as exc:
-            first = exc.errors()[0]
-            field = ".".join(str(p) for p in first["loc"])
-            raise ValueError(f"architecture{'.' + field if field else ''}: "
-                             f"{first['msg'].removeprefix('Value error, ')}") from None
+            raise ValueError(_architecture_error(exc.errors())) from None
         return self
 
     def resolve(self) -> Architecture:
         """The preset with any explicit architecture fields laid over it (validated once)."""
         return self._resolved
+
+
+def model_name_to_preset(name: str) -> str:
+    """A preset name, or the preset a Hugging Face id maps to (models.yaml `hugging_face:`)."""
+    if name in presets():
+        return name
+    preset = preset_for_model_id(name)
+    if preset is not None:
+        return preset
+    known = [*presets(), *hugging_face_presets()]
+    close = difflib.get_close_matches(name.strip().lower(), known, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    raise ValueError(f"unknown model {shown(name)}: not a preset (`gpuplan models`) nor a Hugging Face id the "
+                     f"presets know{hint}; otherwise give model: {{architecture: {{...}}}}")
+
+
+def _architecture_error(errors: list[dict]) -> str:
+    """Every missing field at once (a custom architecture needs them all); otherwise the first error."""
+    missing = [str(e["loc"][0]) for e in errors if e["type"] == "missing" and e["loc"]]
+    if missing:
+        return f"architecture is missing {', '.join(missing)} (a custom architecture needs each of them)"
+    first = errors[0]
+    field = ".".join(str(p) for p in first["loc"])
+    if first["type"] == "extra_forbidden":
+        return f"architecture.{field}: {unknown_key(field, allowed_keys(Architecture))}"
+    return f"architecture{'.' + field if field else ''}: {first['msg'].removeprefix('Value error, ')}"
 
 
 class Serving(_Section):
@@ -143,6 +173,8 @@ class Workload(_Section):
     training: Training | None = None
     constraints: Constraints = Field(default_factory=Constraints)
     layout: Layout = Field(default_factory=Layout)
+    # Plan a context past the model's trained length (RoPE scaling such as YaRN; the model must be tuned for it).
+    allow_context_extension: bool = False
     # Where the workload was written (file, field path), so errors raised while planning point at it.
     _file: str = PrivateAttr(default="")
     _path: str = PrivateAttr(default="")
@@ -176,6 +208,30 @@ class Workload(_Section):
             if self.precision in ("int8", "int4") and self.training.method != "qlora":
                 raise ValueError(f"precision {self.precision} cannot be trained; use bf16, fp16, fp8 or fp32 "
                                  "(or training.method: qlora for a 4-bit base)")
+        return self
+
+    @model_validator(mode="after")
+    def _within_trained_context(self) -> "Workload":
+        trained = self.architecture.max_context_tokens
+        length, field = ((self.serving.max_context_tokens, "serving.max_context_tokens") if self.serving
+                         else (self.training.sequence_length, "training.sequence_length"))
+        if trained and length > trained and not self.allow_context_extension:
+            raise ValueError(f"{field} {length} exceeds the model's trained context ({trained} tokens); going past "
+                             "it needs context extension (RoPE scaling such as YaRN, on a model tuned for it): set "
+                             "allow_context_extension: true to plan it anyway")
+        return self
+
+    @model_validator(mode="after")
+    def _tokens_fill_a_batch(self) -> "Workload":
+        from planner.search_training import DEFAULT_BATCH_TOKENS  # the search's default; imported late (cycle)
+
+        if self.training is None:
+            return self
+        batch = self.training.global_batch_tokens or DEFAULT_BATCH_TOKENS[self.kind]
+        if self.training.tokens < batch:
+            source = "training.global_batch_tokens" if self.training.global_batch_tokens else f"the {self.kind} default"
+            raise ValueError(f"training.tokens ({self.training.tokens:g}) is less than one global batch ({batch:g} "
+                             f"tokens, {source}); train on at least one batch or lower training.global_batch_tokens")
         return self
 
     @property
@@ -212,10 +268,12 @@ def _explain(error: dict) -> str:
     kind, loc, ctx = error["type"], error["loc"], error.get("ctx") or {}
     if kind == "extra_forbidden":
         field = str(loc[-1])[:SHOWN_CHARS]
+        model = model_at(WorkloadFile, loc)
+        message = unknown_key(field, allowed_keys(model)) if model else f"unknown field {field!r}"
         home = [section for section, fields in _SECTION_FIELDS.items() if field in fields]
-        if home:
+        if home and "did you mean" not in message:
             return f"unknown field {field!r} here; it belongs in the {home[0]}: section"
-        return f"unknown field {field!r}"
+        return message
     if kind == "literal_error":
         return f"must be one of {ctx.get('expected')} (got {shown(error.get('input'))})"
     if kind == "missing":
