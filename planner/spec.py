@@ -164,10 +164,16 @@ class Layout(_Section):
     replicas: int | None = Field(default=None, gt=0, le=10_000)
 
 
+def _model_as_name(schema: dict) -> None:
+    from planner.schemas import _model_as_name as as_name  # the schema module owns the wording
+
+    as_name(schema)
+
+
 class Workload(_Section):
     name: str = Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
     kind: Literal["inference", "training", "fine-tuning"]
-    model: ModelRef
+    model: ModelRef = Field(json_schema_extra=lambda schema: _model_as_name(schema))
     precision: Precision = "bf16"
     serving: Serving | None = None
     training: Training | None = None
