@@ -120,6 +120,11 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
                 return inference_memory(arch, w.precision, s.kv_cache_precision, tp, pp, spread_at(n).peak,
                                         s.max_context_tokens, neuron)
 
+            def fits_one_sequence() -> bool:
+                """More nodes help memory only if a replica holding one sequence fits."""
+                return inference_memory(arch, w.precision, s.kv_cache_precision, tp, pp, 1, s.max_context_tokens,
+                                        neuron).total <= usable
+
             def targets_met(n: int) -> bool:
                 spread = spread_at(n)
                 e = estimate(spread.peak)  # the busiest replica sets the latencies
@@ -155,7 +160,8 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
             if fit is None:
                 need = memory_at(hi * step).total
                 miss = memory_miss(itype, accel, usable, need, f"at TP {tp} × PP {pp} with {spread_at(hi * step).peak} "
-                                   f"sequences of {s.max_context_tokens} tokens per replica{cap}").nearer(miss)
+                                   f"sequences of {s.max_context_tokens} tokens per replica"
+                                   f"{cap if fits_one_sequence() else ''}").nearer(miss)
                 continue
             good = _first_true(fit, hi, lambda u: targets_met(u * step))
             if good is None:

@@ -274,12 +274,11 @@ def _explain(error: dict) -> str:
     kind, loc, ctx = error["type"], error["loc"], error.get("ctx") or {}
     if kind == "extra_forbidden":
         field = str(loc[-1])[:SHOWN_CHARS]
-        model = model_at(WorkloadFile, loc)
-        message = unknown_key(field, allowed_keys(model)) if model else f"unknown field {field!r}"
         home = [section for section, fields in _SECTION_FIELDS.items() if field in fields]
-        if home and "did you mean" not in message:
+        if home:  # an exact key of another section beats a near one of this section
             return f"unknown field {field!r} here; it belongs in the {home[0]}: section"
-        return message
+        model = model_at(WorkloadFile, loc)
+        return unknown_key(field, allowed_keys(model)) if model else f"unknown field {field!r}"
     if kind == "literal_error":
         return f"must be one of {ctx.get('expected')} (got {shown(error.get('input'))})"
     if kind == "missing":
