@@ -14,8 +14,11 @@ $(BIN)/gpuplan: pyproject.toml
 install: $(BIN)/gpuplan
 
 demo: install
-	$(BIN)/gpuplan plan examples/workloads.yaml
-	$(BIN)/gpuplan plan Pulumi.example.yaml --format markdown --workload chat-70b
+	@mkdir -p demo-plans
+	$(BIN)/gpuplan plan examples/workloads.yaml --format markdown > demo-plans/workloads.md
+	$(BIN)/gpuplan plan Pulumi.example.yaml --format markdown > demo-plans/stack.md
+	@$(BIN)/gpuplan plan examples/workloads.yaml --format summary
+	@echo "full plans: demo-plans/workloads.md, demo-plans/stack.md (or: gpuplan plan FILE)"
 
 test: install
 	$(BIN)/python -m pytest -q -n auto
@@ -25,7 +28,7 @@ bench: install
 	$(BIN)/python bench/plan_speed.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) build dist demo-plans *.egg-info .pytest_cache
 
 policy-pack: install
 	$(BIN)/python scripts/build_policy_pack.py dist/policy-pack

@@ -13,9 +13,11 @@ import typer
 
 from planner import InfeasibleError, SpecError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+# rich_markup_mode=None: click's own help, which wraps to the terminal instead of cutting flag names
+# (rich's option table truncated `--fail-above-percent` at 80 columns).
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Size GPU and accelerator workloads on AWS, provision them with Pulumi, gate them with policies.")
-catalog_app = typer.Typer(no_args_is_help=True, help="The instance-type catalog: list, show, refresh.")
+catalog_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The instance-type catalog: list, show, refresh.")
 app.add_typer(catalog_app, name="catalog")
 
 
@@ -23,6 +25,20 @@ class Format(str, Enum):
     table = "table"
     json = "json"
     markdown = "markdown"
+
+
+class PlanFormat(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+    summary = "summary"  # one line per workload
+
+
+class SchemaName(str, Enum):
+    workloads = "workloads"
+    stack = "stack"
+    overlay = "overlay"
+    plan = "plan"
 
 
 def fail(message: str, code: int) -> None:
@@ -58,6 +74,8 @@ def progress_bar(what: str, total: int):
 FileArg = typer.Argument(..., help="Workload YAML or Pulumi stack file (Pulumi.<stack>.yaml)")
 CatalogOpt = typer.Option(None, "--catalog", help="Catalog overlay YAML laid over the bundled catalog")
 RegionOpt = typer.Option(None, "--region", help="Override constraints.region for every workload")
+FORMAT_HELP = "Output: table, json or markdown"
+PolicyConfigOpt = typer.Option(None, "--policy-config", help="Policy config JSON, as for --policy-pack-config")
 CalibrationOpt = typer.Option(None, "--calibration", help="Calibration file from `gpuplan calibrate` (else the stack "
                               "config's gpuplan:calibration)")
 
@@ -77,12 +95,15 @@ def calibrated(plans, spec, path: Optional[Path], file: Path):
 
 @app.command()
 def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--workload", help="Plan only this workload"),
-         format: Format = typer.Option(Format.table, "--format", "-f"), catalog: Optional[Path] = CatalogOpt,
-         region: Optional[str] = RegionOpt, calibration: Optional[Path] = CalibrationOpt) -> None:
+         format: PlanFormat = typer.Option(PlanFormat.table, "--format", "-f",
+                                           help=f"{FORMAT_HELP}, or summary (one line per workload)"),
+         catalog: Optional[Path] = CatalogOpt, region: Optional[str] = RegionOpt,
+         calibration: Optional[Path] = CalibrationOpt) -> None:
     """Plan each workload: instance type, node count, layout, memory, performance and cost."""
     from gpuplan.check import validate_deployments
     from planner import load_workloads, plan_workloads
     from planner.report import render_json, render_markdown, render_table
+    from planner.summary_report import render_summary
 
     def build():
         spec = load_workloads(file)
@@ -93,15 +114,16 @@ def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--w
             return calibrated(plan_workloads(spec, catalog, region, workload, advance), spec, calibration, file)
 
     plans = guarded(build)
-    render = {Format.json: render_json, Format.markdown: render_markdown, Format.table: render_table}[format]
+    render = {PlanFormat.json: render_json, PlanFormat.markdown: render_markdown, PlanFormat.table: render_table,
+              PlanFormat.summary: render_summary}[format]
     sys.stdout.write(render(plans))
 
 
 @app.command()
 def frontier(file: Path = FileArg,
              workload: Optional[str] = typer.Option(None, "--workload", help="Only this workload"),
-             format: Format = typer.Option(Format.table, "--format", "-f"), catalog: Optional[Path] = CatalogOpt,
-             region: Optional[str] = RegionOpt,
+             format: Format = typer.Option(Format.table, "--format", "-f", help=FORMAT_HELP),
+             catalog: Optional[Path] = CatalogOpt, region: Optional[str] = RegionOpt,
              chart: Optional[Path] = typer.Option(None, "--chart", help="Also draw the frontier: .svg, .png or .html "
                                                   "(needs the chart extra)")) -> None:
     """Every plan no other plan beats on cost and latency (serving) or cost and time to train (training)."""
@@ -125,9 +147,8 @@ def frontier(file: Path = FileArg,
 
 
 @app.command()
-def check(file: Path = FileArg, format: Format = typer.Option(Format.table, "--format", "-f"),
-          policy_config: Optional[Path] = typer.Option(None, "--policy-config",
-                                                       help="Policy config JSON, as for --policy-pack-config"),
+def check(file: Path = FileArg, format: Format = typer.Option(Format.table, "--format", "-f", help=FORMAT_HELP),
+          policy_config: Optional[Path] = PolicyConfigOpt,
           strict: bool = typer.Option(True, "--strict/--no-strict",
                                       help="Check the resources as a preview sees them and block when a value a "
                                            "gating rule reads is unknown (CrossGuard alone would only advise)")) -> None:
@@ -146,11 +167,13 @@ def check(file: Path = FileArg, format: Format = typer.Option(Format.table, "--f
 def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAML or stack file"),
          base: Optional[Path] = typer.Option(None, "--base", help="The file before the change"),
          base_ref: Optional[str] = typer.Option(None, "--base-ref", help="Read the base from git at this ref, e.g. origin/main"),
-         format: Format = typer.Option(Format.markdown, "--format", "-f"),
+         format: Format = typer.Option(Format.markdown, "--format", "-f", help=FORMAT_HELP),
          skip_no_diff: bool = typer.Option(False, "--skip-no-diff", help="Print nothing when no workload changed"),
-         fail_above_percent: Optional[float] = typer.Option(None, "--fail-above-percent", min=0),
-         fail_above_usd: Optional[float] = typer.Option(None, "--fail-above-usd", min=0),
-         policy_config: Optional[Path] = typer.Option(None, "--policy-config"),
+         fail_above_percent: Optional[float] = typer.Option(None, "--fail-above-percent", min=0,
+                                                            help="Exit 1 when the monthly total rises more than this %"),
+         fail_above_usd: Optional[float] = typer.Option(None, "--fail-above-usd", min=0,
+                                                        help="Exit 1 when the monthly total rises more than this many USD"),
+         policy_config: Optional[Path] = PolicyConfigOpt,
          policies: bool = typer.Option(True, "--policies/--no-policies", help="Add gpuplan check's verdicts on the head"),
          frontiers: bool = typer.Option(True, "--frontier/--no-frontier",
                                         help="Fold the cost–latency frontier of each changed workload into the comment")) -> None:
@@ -215,7 +238,7 @@ def calibrate_command(results: list[Path] = typer.Argument(..., help="Benchmark 
                                                           "maps to none (a local path)"),
                       tensor_parallel: Optional[int] = typer.Option(None, "--tensor-parallel", min=1,
                                                                     help="Serving TP (default: the whole node)"),
-                      out: Path = typer.Option(Path("calibration.yaml"), "--out"),
+                      out: Path = typer.Option(Path("calibration.yaml"), "--out", help="Where to write the calibration file"),
                       catalog: Optional[Path] = CatalogOpt) -> None:
     """Compare measured results with what the planner predicts for the same setup; write correction
     factors per (accelerator, engine, metric) for --calibration."""
@@ -240,8 +263,9 @@ def calibrate_command(results: list[Path] = typer.Argument(..., help="Benchmark 
 
 @app.command()
 def observe(file: Path = FileArg, since: str = typer.Option("7d", "--since", help="How far back: 7d, 12h, 30m"),
-            format: Format = typer.Option(Format.table, "--format", "-f"), region: Optional[str] = RegionOpt,
-            catalog: Optional[Path] = CatalogOpt, calibration: Optional[Path] = CalibrationOpt) -> None:
+            format: Format = typer.Option(Format.table, "--format", "-f", help=FORMAT_HELP),
+            region: Optional[str] = RegionOpt, catalog: Optional[Path] = CatalogOpt,
+            calibration: Optional[Path] = CalibrationOpt) -> None:
     """Plan against actual for each deployed workload, from its CloudWatch metrics (boto3)."""
     from gpuplan import observe as obs
     from planner import aws, plan_workloads
@@ -280,7 +304,8 @@ def models() -> None:
 
 
 @catalog_app.command("list")
-def catalog_list(catalog: Optional[Path] = CatalogOpt, region: str = typer.Option("us-east-1", "--region")) -> None:
+def catalog_list(catalog: Optional[Path] = CatalogOpt,
+                 region: str = typer.Option("us-east-1", "--region", help="Region whose prices to show")) -> None:
     """Instance types with accelerators, memory and prices in a region."""
     from rich.console import Console
     from rich.table import Table
@@ -305,7 +330,7 @@ def catalog_list(catalog: Optional[Path] = CatalogOpt, region: str = typer.Optio
 
 
 @catalog_app.command("show")
-def catalog_show(instance_type: str = typer.Argument(...), catalog: Optional[Path] = CatalogOpt) -> None:
+def catalog_show(instance_type: str = typer.Argument(..., help="An instance type, e.g. p5.48xlarge"), catalog: Optional[Path] = CatalogOpt) -> None:
     """Every figure of one instance type and its accelerator, with sources and dates."""
     import yaml
 
@@ -327,8 +352,9 @@ def catalog_show(instance_type: str = typer.Argument(...), catalog: Optional[Pat
 
 
 @catalog_app.command("refresh")
-def catalog_refresh(region: list[str] = typer.Option(["us-east-1", "us-west-2", "eu-west-1"], "--region"),
-                    out: Path = typer.Option(Path("catalog.refreshed.yaml"), "--out"),
+def catalog_refresh(region: list[str] = typer.Option(["us-east-1", "us-west-2", "eu-west-1"], "--region",
+                                                     help="Region to price (repeat for several)"),
+                    out: Path = typer.Option(Path("catalog.refreshed.yaml"), "--out", help="Catalog file to write"),
                     only: Optional[list[str]] = typer.Option(None, "--type", help="Refresh only these instance types"),
                     catalog: Optional[Path] = CatalogOpt,
                     accept_changes: bool = typer.Option(False, "--accept-changes",
@@ -436,5 +462,19 @@ def preflight(file: Path = FileArg, region: Optional[str] = RegionOpt, catalog: 
         fail(f"{len(failed)} check(s) failed, {len(unknown)} could not be made", 1)
 
 
+@app.command()
+def schema(name: SchemaName = typer.Argument(..., help="workloads, stack, overlay or plan")) -> None:
+    """Print the JSON Schema of a file gpuplan reads (workloads, stack, overlay) or writes (plan JSON)."""
+    import json
+
+    from planner.schemas import schema_for
+
+    typer.echo(json.dumps(schema_for(name.value), indent=2, ensure_ascii=False))
+
+
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -148,8 +148,9 @@ def _by_size(key: str) -> str | None:
 
 def preset_for_model_id(model_id: str) -> str | None:
     """The preset whose architecture a Hugging Face repository id (or an s3:// copy named after it,
-    or its https URL) loads: the models file's table, then the same id without a quantisation suffix,
-    then the id's own size marker (405B, 8x7B) against the presets; None when nothing says."""
+    or its https URL) loads, exactly: the models file's table, then the same id without a quantisation
+    suffix, then the repository name alone; None when the id names no bundled architecture. Planning
+    and calibration use this: a near miss would plan a different model."""
     key = _normalised(model_id)
     table = hugging_face_presets()
     base = QUANT_SUFFIX.sub("", key)
@@ -160,4 +161,11 @@ def preset_for_model_id(model_id: str) -> str | None:
     if name in presets():  # a preset's own name (gpuplan check's stand-in, an s3:// copy named after it)
         return name
     repo = by_repo.get(name, set())
-    return table.get(key) or table.get(base) or (next(iter(repo)) if len(repo) == 1 else None) or _by_size(base)
+    return table.get(key) or table.get(base) or (next(iter(repo)) if len(repo) == 1 else None)
+
+
+def preset_sizing_model_id(model_id: str) -> str | None:
+    """The policy gate's reading of a container's model id: the exact preset, else the largest preset
+    the id's own size marker (405B, 8x7B) allows, so an unmapped id is never sized below what it says
+    it is; None when nothing says (the gate then blocks it as unknown)."""
+    return preset_for_model_id(model_id) or _by_size(QUANT_SUFFIX.sub("", _normalised(model_id)))

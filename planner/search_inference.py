@@ -11,7 +11,7 @@ idle); PP across nodes is for EC2 only, on full nodes joined by an inter-node ne
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from planner.candidates import Candidate, Miss, memory_miss, pinned_tp_miss, tensor_parallel_options
 from planner.catalog import Accelerator, InstanceType
@@ -120,6 +120,11 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
                 return inference_memory(arch, w.precision, s.kv_cache_precision, tp, pp, spread_at(n).peak,
                                         s.max_context_tokens, neuron)
 
+            def fits_one_sequence() -> bool:
+                """More nodes help memory only if a replica holding one sequence fits."""
+                return inference_memory(arch, w.precision, s.kv_cache_precision, tp, pp, 1, s.max_context_tokens,
+                                        neuron).total <= usable
+
             def targets_met(n: int) -> bool:
                 spread = spread_at(n)
                 e = estimate(spread.peak)  # the busiest replica sets the latencies
@@ -144,22 +149,26 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
                 lo = hi = units_for(pins.replicas)
             else:
                 lo, hi = 1, min(units_for(s.concurrent_requests), c.max_nodes // step)
+            capped = pins.nodes is None and pins.replicas is None and units_for(s.concurrent_requests) > hi
+            cap = f" at {node_cap_note(c.max_nodes)}" if capped else ""
             if hi < lo or hi * step > c.max_nodes:
                 nodes = max(hi, lo) * step
-                miss = Miss(f"needs {nodes} nodes at TP {tp} × PP {pp}, over max_nodes {c.max_nodes}",
+                miss = Miss(f"needs {nodes} nodes at TP {tp} × PP {pp}, over {node_cap_note(c.max_nodes)}",
                             nodes / c.max_nodes).nearer(miss)
                 continue
             fit = _first_true(lo, hi, lambda u: memory_at(u * step).total <= usable)
             if fit is None:
                 need = memory_at(hi * step).total
                 miss = memory_miss(itype, accel, usable, need, f"at TP {tp} × PP {pp} with {spread_at(hi * step).peak} "
-                                   f"sequences of {s.max_context_tokens} tokens per replica").nearer(miss)
+                                   f"sequences of {s.max_context_tokens} tokens per replica"
+                                   f"{cap if fits_one_sequence() else ''}").nearer(miss)
                 continue
             good = _first_true(fit, hi, lambda u: targets_met(u * step))
             if good is None:
                 spread = spread_at(hi * step)
-                miss = _target_miss(w, estimate(spread.peak), aggregate_tokens_per_s(spread, estimate, neuron), hi * step,
-                                    tp, pp).nearer(miss)
+                short = _target_miss(w, estimate(spread.peak), aggregate_tokens_per_s(spread, estimate, neuron), hi * step,
+                                     tp, pp)
+                miss = replace(short, reason=short.reason + cap).nearer(miss)
                 continue
             def candidate_at(nodes: int) -> Candidate:
                 spread = spread_at(nodes)
@@ -178,6 +187,11 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
     if best is not None:
         return best
     return miss or Miss("no layout of this type fits the pins in layout:")
+
+
+def node_cap_note(max_nodes: int) -> str:
+    """The node cap a miss ran into, and how to lift it (spec.py: max_nodes allows up to 4096)."""
+    return f"constraints.max_nodes {max_nodes} (the node cap; raise constraints.max_nodes, up to 4096)"
 
 
 def _target_miss(w: Workload, e: ServingEstimate, aggregate: float, nodes: int, tp: int, pp: int) -> Miss:

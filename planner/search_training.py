@@ -114,7 +114,7 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
         return Miss(pinned_tp_miss(pins.tensor_parallel, apn, arch.attention_heads) if pins.tensor_parallel else
                     f"no TP degree divides both {apn} devices and {arch.attention_heads} heads")
     if pins.nodes and pins.nodes > c.max_nodes:
-        return Miss(f"layout.nodes {pins.nodes} is over max_nodes {c.max_nodes}")
+        return Miss(f"layout.nodes {pins.nodes} is over constraints.max_nodes {c.max_nodes} (the node cap; raise it, up to 4096)")
     best: Candidate | None = None
     miss: Miss | None = None
 

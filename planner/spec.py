@@ -12,8 +12,9 @@ import yaml
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from planner.errors import SHOWN_CHARS, SpecError, field_path, shown
-from planner.presets import Architecture, presets
+from planner.presets import Architecture, hugging_face_presets, preset_for_model_id, presets
 from planner.strict import StrictModel
+from planner.suggest import allowed_keys, model_at, unknown_key
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4"]
 STACK_KEY = "gpuplan:workloads"
@@ -30,6 +31,12 @@ class ModelRef(_Section):
     architecture: dict[str, Any] | None = None
     _resolved: Architecture = PrivateAttr()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: Any) -> Any:
+        """`model: meta-llama/Llama-3.1-8B-Instruct` or `model: llama-3.1-8b` names a preset."""
+        return {"preset": model_name_to_preset(data)} if isinstance(data, str) else data
+
     @model_validator(mode="after")
     def _preset_or_architecture(self) -> "ModelRef":
         if self.preset is None and not self.architecture:
@@ -42,15 +49,38 @@ class ModelRef(_Section):
         try:
             self._resolved = Architecture(**{**base, **(self.architecture or {})})
         except ValidationError as exc:
-            first = exc.errors()[0]
-            field = ".".join(str(p) for p in first["loc"])
-            raise ValueError(f"architecture{'.' + field if field else ''}: "
-                             f"{first['msg'].removeprefix('Value error, ')}") from None
+            raise ValueError(_architecture_error(exc.errors())) from None
         return self
 
     def resolve(self) -> Architecture:
         """The preset with any explicit architecture fields laid over it (validated once)."""
         return self._resolved
+
+
+def model_name_to_preset(name: str) -> str:
+    """A preset name, or the preset a Hugging Face id maps to (models.yaml `hugging_face:`)."""
+    if name in presets():
+        return name
+    preset = preset_for_model_id(name)
+    if preset is not None:
+        return preset
+    known = [*presets(), *hugging_face_presets()]
+    close = difflib.get_close_matches(name.strip().lower(), known, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    raise ValueError(f"unknown model {shown(name)}: not a preset (`gpuplan models`) nor a Hugging Face id the "
+                     f"presets know{hint}; otherwise give model: {{architecture: {{...}}}}")
+
+
+def _architecture_error(errors: list[dict]) -> str:
+    """Every missing field at once (a custom architecture needs them all); otherwise the first error."""
+    missing = [str(e["loc"][0]) for e in errors if e["type"] == "missing" and e["loc"]]
+    if missing:
+        return f"architecture is missing {', '.join(missing)} (a custom architecture needs each of them)"
+    first = errors[0]
+    field = ".".join(str(p) for p in first["loc"])
+    if first["type"] == "extra_forbidden":
+        return f"architecture.{field}: {unknown_key(field, allowed_keys(Architecture))}"
+    return f"architecture{'.' + field if field else ''}: {first['msg'].removeprefix('Value error, ')}"
 
 
 class Serving(_Section):
@@ -137,15 +167,23 @@ class Layout(_Section):
     replicas: int | None = Field(default=None, gt=0, le=10_000)
 
 
+def _model_as_name(schema: dict) -> None:
+    from planner.schemas import _model_as_name as as_name  # the schema module owns the wording
+
+    as_name(schema)
+
+
 class Workload(_Section):
     name: str = Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
     kind: Literal["inference", "training", "fine-tuning"]
-    model: ModelRef
+    model: ModelRef = Field(json_schema_extra=lambda schema: _model_as_name(schema))
     precision: Precision = "bf16"
     serving: Serving | None = None
     training: Training | None = None
     constraints: Constraints = Field(default_factory=Constraints)
     layout: Layout = Field(default_factory=Layout)
+    # Plan a context past the model's trained length (RoPE scaling such as YaRN; the model must be tuned for it).
+    allow_context_extension: bool = False
     # Where the workload was written (file, field path), so errors raised while planning point at it.
     _file: str = PrivateAttr(default="")
     _path: str = PrivateAttr(default="")
@@ -179,6 +217,30 @@ class Workload(_Section):
             if self.precision in ("int8", "int4", "mxfp4", "nvfp4") and self.training.method != "qlora":
                 raise ValueError(f"precision {self.precision} cannot be trained; use bf16, fp16, fp8 or fp32 "
                                  "(or training.method: qlora for a 4-bit base)")
+        return self
+
+    @model_validator(mode="after")
+    def _within_trained_context(self) -> "Workload":
+        trained = self.architecture.max_context_tokens
+        length, field = ((self.serving.max_context_tokens, "serving.max_context_tokens") if self.serving
+                         else (self.training.sequence_length, "training.sequence_length"))
+        if trained and length > trained and not self.allow_context_extension:
+            raise ValueError(f"{field} {length} exceeds the model's trained context ({trained} tokens); going past "
+                             "it needs context extension (RoPE scaling such as YaRN, on a model tuned for it): set "
+                             "allow_context_extension: true to plan it anyway")
+        return self
+
+    @model_validator(mode="after")
+    def _tokens_fill_a_batch(self) -> "Workload":
+        from planner.search_training import DEFAULT_BATCH_TOKENS  # the search's default; imported late (cycle)
+
+        if self.training is None:
+            return self
+        batch = self.training.global_batch_tokens or DEFAULT_BATCH_TOKENS[self.kind]
+        if self.training.tokens < batch:
+            source = "training.global_batch_tokens" if self.training.global_batch_tokens else f"the {self.kind} default"
+            raise ValueError(f"training.tokens ({self.training.tokens:g}) is less than one global batch ({batch:g} "
+                             f"tokens, {source}); train on at least one batch or lower training.global_batch_tokens")
         return self
 
     @property
@@ -216,9 +278,10 @@ def _explain(error: dict) -> str:
     if kind == "extra_forbidden":
         field = str(loc[-1])[:SHOWN_CHARS]
         home = [section for section, fields in _SECTION_FIELDS.items() if field in fields]
-        if home:
+        if home:  # an exact key of another section beats a near one of this section
             return f"unknown field {field!r} here; it belongs in the {home[0]}: section"
-        return f"unknown field {field!r}"
+        model = model_at(WorkloadFile, loc)
+        return unknown_key(field, allowed_keys(model)) if model else f"unknown field {field!r}"
     if kind == "literal_error":
         return f"must be one of {ctx.get('expected')} (got {shown(error.get('input'))})"
     if kind == "missing":

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from planner.engines import quantize_precision
-from planner.presets import preset_for_model_id
+from planner.presets import preset_sizing_model_id
 from policies.resources import (ASG, ENDPOINT_CONFIGS, LAUNCH_TEMPLATE, NATIVE_SAGEMAKER_MODEL, SAGEMAKER_MODEL,
                                 Resource)
 
@@ -97,7 +97,7 @@ def serving_facts(environment: Mapping) -> ServingFacts:
             parts = [_positive_int(env, k, problems) for k in ("OPTION_MAX_INPUT_LEN", "OPTION_MAX_OUTPUT_LEN")]
             context = sum(parts) if all(parts) else None
         batch = _positive_int(env, "OPTION_MAX_ROLLING_BATCH_SIZE", problems)
-    return ServingFacts(model_id=model_id, preset=preset_for_model_id(model_id) if model_id else None, tp=tp,
+    return ServingFacts(model_id=model_id, preset=preset_sizing_model_id(model_id) if model_id else None, tp=tp,
                         pp=_positive_int(env, "OPTION_PIPELINE_PARALLEL_DEGREE", problems) or 1,
                         context_tokens=context, batch=batch, precision=_precision(env, problems),
                         memory_fraction=_fraction(env, problems), problems=tuple(problems))

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from gpuplan.cli import app
 from planner.catalog import bundled
-from planner.presets import preset_for_model_id
+from planner.presets import preset_sizing_model_id
 from policies.resources import Resource
 from policies.rules import evaluate
 from tests.conftest import ROOT, write_yaml
@@ -142,8 +142,8 @@ def test_the_documented_policy_config_is_valid(tmp_path):
     ("someone/unnamed-model", None),
 ])
 def test_a_model_id_resolves_from_its_own_evidence(model_id, preset):
-    assert preset_for_model_id(model_id) == preset
-    assert preset_for_model_id("meta-llama/Llama-3.1-70B-Instruct") == "llama-3.1-70b"
+    assert preset_sizing_model_id(model_id) == preset
+    assert preset_sizing_model_id("meta-llama/Llama-3.1-70B-Instruct") == "llama-3.1-70b"
 
 
 def _405b_on_one_g6e(model_id: str) -> list[str]:
@@ -166,3 +166,12 @@ def test_the_memory_rule_does_not_trust_tags_for_an_unmapped_id(model_id):
 def test_an_unknown_model_id_is_a_mandatory_violation():
     found = _405b_on_one_g6e("someone/unnamed-model")
     assert any("unknown model id: add it to the models file or set the architecture" in m for m in found), found
+
+
+def test_planning_maps_ids_exactly_while_the_gate_sizes_from_evidence():
+    """A 3B model is not planned as a 30B one: the evidence fallback (never under-size) is the gate's alone."""
+    from planner.presets import preset_for_model_id
+
+    assert preset_for_model_id("meta-llama/Llama-3.2-3B-Instruct") is None
+    assert preset_for_model_id("someone/My-Finetune-405B") is None
+    assert preset_sizing_model_id("someone/My-Finetune-405B") == "llama-3.1-405b"

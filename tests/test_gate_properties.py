@@ -12,7 +12,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planner.presets import preset_for_model_id
+from planner.presets import preset_sizing_model_id
 from policies.resources import Resource
 from policies.rules import evaluate
 from tests.test_policies import named, stack
@@ -135,7 +135,7 @@ def _memory_oracle(resources: list[Resource]) -> dict[str, bool]:
         env = named(resources, f"{name}-model").props["primaryContainer"]["environment"]
         instance_type = named(resources, f"{name}-config").props["productionVariants"][0]["instanceType"]
         model_id = env.get("HF_MODEL_ID")
-        if model_id and preset_for_model_id(model_id) is None:
+        if model_id and preset_sizing_model_id(model_id) is None:
             verdicts[f"{name}-config"] = True  # "unknown model id" must block
             continue
         if not model_id:

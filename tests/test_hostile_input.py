@@ -184,7 +184,7 @@ def test_pinned_replicas_that_need_more_nodes_than_allowed_are_infeasible(tmp_pa
                                                              "constraints": {"instance_types": ["g6e.xlarge"],
                                                                              "max_nodes": 1}}]})
     code, output = plan(path)
-    assert code == 1 and "g6e.xlarge: needs 8 nodes at TP 1 × PP 1, over max_nodes 1" in output, output
+    assert code == 1 and "g6e.xlarge: needs 8 nodes at TP 1 × PP 1, over constraints.max_nodes 1" in output, output
 
 
 @pytest.mark.parametrize("overlay_text", ["fsx: \"false\"", "maxInstanceCount: 2.5"])

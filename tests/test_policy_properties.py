@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from gpuplan.cli import app
 from planner.catalog import bundled
 from planner.memory import inference_memory
-from planner.presets import preset_for_model_id, presets
+from planner.presets import preset_sizing_model_id, presets
 from policies.resources import Resource
 from policies.rules import evaluate
 from tests.conftest import write_yaml
@@ -61,7 +61,7 @@ def requirement_from_facts(env: dict, instance_type: str) -> tuple[float, float]
     if env.get("OPTION_QUANTIZE", "awq") not in quantize:
         return None
     precision = quantize.get(env.get("OPTION_QUANTIZE"), "bf16")
-    arch = presets()[preset_for_model_id(env["HF_MODEL_ID"])]
+    arch = presets()[preset_sizing_model_id(env["HF_MODEL_ID"])]
     need = inference_memory(arch, precision, "fp16", int(tp), 1, int(batch), int(ctx), device.is_neuron)
     return need.total, device.memory_bytes
 
