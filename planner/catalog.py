@@ -9,12 +9,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, model_validator
 
 from planner.errors import SpecError, field_path, shown
 from planner.strict import StrictModel
 from planner.units import MIB
+from planner.yamlsafe import load_text
 
 
 # The tensor precisions a datasheet quotes dense peak TFLOP/s for; a key outside these is a typo.
@@ -291,7 +291,7 @@ class Overlay(BaseModel):
 @cache
 def bundled() -> Catalog:
     text = resources.files("planner.data").joinpath("catalog.yaml").read_text()
-    return _validated(Catalog, yaml.safe_load(text), "planner/data/catalog.yaml")
+    return _validated(Catalog, load_text(text, text_keys=False), "planner/data/catalog.yaml")
 
 
 def with_overlay(base: Catalog, overlay_data: object, file: str) -> Catalog:

@@ -13,6 +13,7 @@ from pydantic import Field, PrivateAttr, ValidationError, field_validator, model
 
 from planner.errors import SHOWN_CHARS, SpecError, field_path, shown
 from planner.presets import Architecture, presets
+from planner.yamlsafe import load_text
 from planner.strict import StrictModel
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
@@ -93,7 +94,8 @@ class Training(_Section):
     # Storage (planner/storage.py): the dataset on disk, how often a checkpoint is taken, the share of
     # that interval its write may take, and how long a replaced node takes to rejoin (spot restarts).
     dataset_format: Literal["tokenized", "text"] = "tokenized"
-    checkpoint_interval_minutes: float = Field(default=60.0, gt=0, le=7 * 24 * 60)
+    # At least a minute: a checkpoint more often than its own write (tens of seconds) is not a schedule.
+    checkpoint_interval_minutes: float = Field(default=60.0, ge=1, le=7 * 24 * 60)
     max_checkpoint_share: float = Field(default=0.05, gt=0, le=0.5)
     restart_minutes: float = Field(default=10.0, ge=0, le=24 * 60)  # assumed: relaunch, image pull, NCCL init
 
@@ -249,30 +251,6 @@ STACK_DOCUMENT_KEYS = {"workloads": "gpuplan:workloads", "catalog": "gpuplan:cat
 MAX_FILE_BYTES = 10 * 1024 * 1024
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """safe_load that refuses what YAML would otherwise take silently: a key given twice (the last one
-    wins) and a key that is not text."""
-
-
-def _mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    loader.flatten_mapping(node)
-    mapping: dict = {}
-    lines: dict = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if not isinstance(key, str):
-            raise yaml.constructor.ConstructorError(None, None, f"key {str(key)[:40]!r} is not text",
-                                                    key_node.start_mark)
-        if key in mapping:
-            raise yaml.constructor.ConstructorError(None, None, f"key {key[:60]!r} appears twice (first on line "
-                                                    f"{lines[key]})", key_node.start_mark)
-        mapping[key], lines[key] = loader.construct_object(value_node, deep=deep), key_node.start_mark.line + 1
-    return mapping
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
-
-
 def read_yaml(path: str | Path) -> Any:
     """A user's YAML file, read strictly: only a regular file of sane size, no repeated or non-text keys."""
     p = Path(path)
@@ -287,7 +265,7 @@ def read_yaml(path: str | Path) -> Any:
     except (PermissionError, UnicodeDecodeError, OSError) as exc:
         raise SpecError(f"cannot read file ({exc.__class__.__name__})", file=str(path)) from None
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+        return load_text(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
