@@ -181,7 +181,7 @@ def plan_base(path: Path | None, scratch: str = "", shown_as: str = "") -> tuple
     if path is None:
         return PlanSet(plans=[]), []
     try:
-        spec = load_workloads(path)
+        spec = load_workloads(path, scratch or None)  # the scratch tree is the repository at the ref
         catalog = catalog_mod.load(spec.catalog)
     except SpecError as exc:
         return PlanSet(plans=[]), [f"the base cannot be planned ({named(exc)}); its workloads count as added"]

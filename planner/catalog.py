@@ -273,6 +273,9 @@ def _validated(model: type[BaseModel], data: object, file: str):
         return model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
+        if err["type"] == "extra_forbidden" and len(err["loc"]) == 1:  # a stray top-level key: not echoed
+            allowed = ", ".join(f.alias or name for name, f in model.model_fields.items())
+            raise SpecError(f"unknown top-level key; allowed: {allowed}", file=file) from None
         raise SpecError(_explain(err), path=field_path(err["loc"]), file=file) from None
 
 

@@ -12,6 +12,7 @@ import yaml
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from planner.errors import SHOWN_CHARS, SpecError, field_path, shown
+from planner.paths import overlay_path
 from planner.presets import Architecture, presets
 from planner.yamlsafe import load_text
 from planner.strict import StrictModel
@@ -319,8 +320,9 @@ def _in_region(workload: Any, index: int, region: Any) -> Any:
     return {**workload, "constraints": {**constraints, "region": region}}
 
 
-def load_workloads(path: str | Path) -> WorkloadFile:
-    """Read a workload YAML or a Pulumi stack file (`Pulumi.<stack>.yaml`)."""
+def load_workloads(path: str | Path, root: str | Path | None = None) -> WorkloadFile:
+    """Read a workload YAML or a Pulumi stack file (`Pulumi.<stack>.yaml`). Its catalog overlay must
+    lie inside `root` (default: the project holding the file; planner/paths.py)."""
     data = read_yaml(path)
     keys, config = None, None
     try:
@@ -335,5 +337,6 @@ def load_workloads(path: str | Path) -> WorkloadFile:
     parsed = parse_workloads(data, str(path), keys)
     parsed._stack_config = config
     if parsed.catalog is not None:
-        parsed.catalog = str((Path(path).parent / parsed.catalog))
+        key = STACK_CATALOG_KEY if config is not None else "catalog"
+        parsed.catalog = overlay_path(parsed.catalog, path, key, root)
     return parsed
