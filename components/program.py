@@ -21,12 +21,12 @@ import pulumi
 import pulumi_aws as aws
 
 from components import InferenceEndpoint, InferenceEndpointArgs, TrainingCluster, TrainingClusterArgs
-from components.config import Deployment, read_deployments
+from components.config import Deployment, read_deployments, read_stack_settings
 from planner import InfeasibleError, SpecError, plan_workloads
 from planner import catalog as catalog_mod
 from planner.spec import (STACK_CATALOG_KEY, STACK_DOCUMENT_KEYS, STACK_KEY, STACK_REGION_KEY, parse_workloads,
                           stack_document)
-from planner.tags import plan_tags
+from planner.tags import plan_tags, tag_value_problem
 
 
 def fail(key: str, message: str) -> None:
@@ -73,12 +73,21 @@ def main() -> None:
     except ValueError as exc:
         key, _, message = str(exc).partition(": ")
         fail(key, message)
+    try:
+        read_stack_settings({f"gpuplan:{key}": config.get_object(key) if key == "subnetIds" else config.get(key)
+                             for key in ("vpcId", "subnetIds", "environment", "kmsKeyArn")})
+    except ValueError as exc:
+        key, _, message = str(exc).partition(": ")
+        fail(key, message)
     environment = config.get("environment") or "production"
     summaries = {}
     for workload, plan in zip(spec.workloads, plans.plans):
         deploy = deployments[workload.name]
         key = f"gpuplan:deployments.{workload.name}"
         tags = plan_tags(plan, workload, environment)
+        for tag, value in tags.items():
+            if tag_value_problem(value):
+                fail(f"{workload.path} (tag {tag})", tag_value_problem(value))
         try:
             if plan.choice.deploy_target == "sagemaker":
                 component = InferenceEndpoint(workload.name, InferenceEndpointArgs(

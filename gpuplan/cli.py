@@ -65,7 +65,7 @@ def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--w
          format: Format = typer.Option(Format.table, "--format", "-f"), catalog: Optional[Path] = CatalogOpt,
          region: Optional[str] = RegionOpt) -> None:
     """Plan each workload: instance type, node count, layout, memory, performance and cost."""
-    from gpuplan.check import validate_deployments
+    from gpuplan.check import check_tags, validate_deployments
     from planner import load_workloads, plan_workloads
     from planner.report import render_json, render_markdown, render_table
 
@@ -73,9 +73,13 @@ def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--w
         spec = load_workloads(file)
         validate_deployments(file, spec)
         if len(spec.workloads) < PROGRESS_FROM or workload is not None:
-            return plan_workloads(spec, catalog, region, workload)
-        with progress_bar("planning", len(spec.workloads)) as advance:
-            return plan_workloads(spec, catalog, region, workload, advance)
+            planned = plan_workloads(spec, catalog, region, workload)
+        else:
+            with progress_bar("planning", len(spec.workloads)) as advance:
+                planned = plan_workloads(spec, catalog, region, workload, advance)
+        if spec.stack_config is not None:  # a stack's tags are what `pulumi up` writes
+            check_tags(file, spec, planned)
+        return planned
 
     plans = guarded(build)
     render = {Format.json: render_json, Format.markdown: render_markdown, Format.table: render_table}[format]
@@ -308,9 +312,16 @@ def write_catalog(cat, out: Path) -> None:
             + yaml.safe_dump(cat.model_dump(by_alias=True, exclude_none=True, mode="json"), sort_keys=False, width=120))
     written: str | None = None
     try:
+        if out.exists():
+            mode = out.stat().st_mode & 0o7777  # the target keeps its mode (mkstemp makes 0600)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask  # as open() would create it
         with tempfile.NamedTemporaryFile("w", dir=out.parent, prefix=f".{out.name}.", delete=False) as tmp:
             written = tmp.name
             tmp.write(text)
+        os.chmod(written, mode)
         os.replace(written, out)
     except OSError as exc:
         if written:
