@@ -118,6 +118,14 @@ def check_file(path: str | Path, policy_config: dict | None = None, spec: Worklo
     """`spec` and `plans`, when the caller already has them for `path`, spare a second read and plan.
     Strict (the default, as in CI) synthesizes as `pulumi preview` sees the program, computed values
     unknown, and blocks when a value a gating rule reads is one of them. `stand_ins`: see program_config."""
+    from planner import shared_searches
+
+    with shared_searches():  # the program plans the same shapes again: search each once
+        return _check(path, policy_config, spec, plans, strict, stand_ins)
+
+
+def _check(path: str | Path, policy_config: dict | None, spec: WorkloadFile | None, plans: PlanSet | None,
+           strict: bool, stand_ins: bool) -> CheckReport:
     import pulumi
 
     from gpuplan.offline import synthesize

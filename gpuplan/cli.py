@@ -216,7 +216,10 @@ def catalog_list(catalog: Optional[Path] = CatalogOpt, region: str = typer.Optio
 
     from planner import catalog as catalog_mod
 
+    from planner.regions import check_region
+
     cat = guarded(lambda: catalog_mod.load(catalog))
+    guarded(lambda: check_region(region, cat, "--region"))
     table = Table("type", "family", "accelerator", "count", "GiB each", "EFA Gbps", "EC2 $/h", "SageMaker $/h", box=None)
     for t in cat.instance_types:
         accel = cat.accelerator(t.accelerator)
@@ -265,6 +268,10 @@ def catalog_refresh(region: list[str] = typer.Option(["us-east-1", "us-west-2", 
     from planner import aws, price_review
     from planner import catalog as catalog_mod
 
+    from planner.regions import check_region_name
+
+    for name in region:
+        guarded(lambda: check_region_name(name, "--region"))
     base = guarded(lambda: catalog_mod.load(catalog))
     unknown = [t for t in only or [] if base.instance(t) is None]
     if unknown:

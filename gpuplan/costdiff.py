@@ -176,6 +176,8 @@ def plan_base(path: Path | None, scratch: str = "", shown_as: str = "") -> tuple
     def named(exc: SpecError) -> str:
         if scratch and exc.file.startswith(scratch):
             exc.file = shown_as + exc.file.removeprefix(scratch)
+        if scratch:  # the scratch copy's path means nothing to a reader: it is the repository at the ref
+            exc.message = exc.message.replace(scratch.rstrip(os.sep), f"the repository at {shown_as.rstrip(':')}")
         return str(exc)
 
     if path is None:

@@ -6,6 +6,7 @@ traceback."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
@@ -321,10 +322,11 @@ def test_regions_are_validated_where_they_are_read(args):
     result = invoke(*args)
     assert result.exit_code == 2, result.output
     assert "--region: unknown region" in result.output and "us-east-1" in result.output, result.output
+    assert "no instance type" not in result.output
 
 
 def test_a_workload_region_the_catalog_does_not_price_is_refused(tmp_path):
-    path = write_yaml(tmp_path / "w.yaml", {"workloads": [{**LLAMA_8B, "constraints": {"region": "mars-west-1"}}]})
+    path = write_yaml(tmp_path / "w.yaml", {"workloads": [{**LLAMA_8B, "constraints": {"region": "zz-west-1"}}]})
     result = invoke("plan", path)
     assert result.exit_code == 2 and "workloads[0].constraints.region: unknown region" in result.output, result.output
 
@@ -346,3 +348,20 @@ def test_a_base_overlay_outside_the_repository_is_not_read_from_disk(tmp_path):
     result = invoke("cost", "--head", repo / "w.yaml", "--base-ref", "HEAD", "--no-policies")
     assert result.exit_code == 2, result.output
     assert "+$" not in result.output and "inside the project" in result.output, result.output
+
+
+def test_a_base_overlay_outside_the_repository_is_a_note_when_the_head_moved_it_inside(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    write_yaml(tmp_path / "x.yaml", {"instance_types": []})
+    write_yaml(repo / "inside.yaml", {"instance_types": []})
+    write_yaml(repo / "w.yaml", {"workloads": [LLAMA_8B], "catalog": "../x.yaml"})
+    for args in (["init", "-q"], ["add", "w.yaml", "inside.yaml"], ["commit", "-qm", "base"]):
+        subprocess.run(["git", "-c", "user.email=a@b", "-c", "user.name=a", *args], cwd=repo, check=True,
+                       capture_output=True)
+    write_yaml(repo / "w.yaml", {"workloads": [LLAMA_8B], "catalog": "inside.yaml"})
+    result = invoke("cost", "--head", repo / "w.yaml", "--base-ref", "HEAD", "--no-policies", "--format", "json")
+    assert result.exit_code == 0, result.output
+    note = json.loads(result.stdout)["notes"][0]
+    assert note.startswith("the base cannot be planned (HEAD:w.yaml: catalog: the overlay must be a file inside the "
+                           "project (the repository at HEAD)"), note
