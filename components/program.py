@@ -24,6 +24,7 @@ from components import InferenceEndpoint, InferenceEndpointArgs, TrainingCluster
 from components.config import Deployment, read_deployments, read_stack_settings
 from planner import InfeasibleError, SpecError, plan_workloads
 from planner import catalog as catalog_mod
+from planner.paths import overlay_path
 from planner.spec import (STACK_CATALOG_KEY, STACK_DOCUMENT_KEYS, STACK_KEY, STACK_REGION_KEY, parse_workloads,
                           stack_document)
 from planner.tags import plan_tags, tag_value_problem
@@ -44,9 +45,11 @@ def read_config(config: pulumi.Config, region: str):
     except pulumi.ConfigMissingError:
         fail(STACK_KEY, "missing; set it with `pulumi config set --path 'workloads[0].name' chat`")
     raw = {STACK_KEY: workloads, STACK_REGION_KEY: region}
-    if config.get("catalog"):
-        raw[STACK_CATALOG_KEY] = config.get("catalog")
     try:
+        named = config.get("catalog")
+        if named:  # relative to the project directory, where `pulumi up` runs, and kept inside it
+            raw[STACK_CATALOG_KEY] = named if os.path.isabs(named) else \
+                overlay_path(named, os.path.join(os.getcwd(), "Pulumi.yaml"), STACK_CATALOG_KEY)
         spec = parse_workloads(stack_document(raw), "", STACK_DOCUMENT_KEYS)
         plans = plan_workloads(spec)
     except SpecError as exc:

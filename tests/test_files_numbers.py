@@ -365,3 +365,22 @@ def test_a_base_overlay_outside_the_repository_is_a_note_when_the_head_moved_it_
     note = json.loads(result.stdout)["notes"][0]
     assert note.startswith("the base cannot be planned (HEAD:w.yaml: catalog: the overlay must be a file inside the "
                            "project (the repository at HEAD)"), note
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda c: c.__setitem__("gpuplan:catalog", "../../../../etc/shadow"),
+     "config gpuplan:catalog: the overlay must be a file inside the project"),
+    (lambda c: c.__setitem__("gpuplan:vpcId", "vpc-zz"), "config gpuplan:vpcId: must be a VPC id"),
+    (lambda c: c.__setitem__("gpuplan:environment", "a;b"), "config gpuplan:environment: AWS tag values allow only"),
+    (lambda c: c.__setitem__("gpuplan:subnetIds", {"a": 1}), "config gpuplan:subnetIds: must be a list of subnet ids"),
+])
+def test_the_program_refuses_what_plan_refuses(change, expected):
+    import pulumi
+
+    from tests.pulumi_harness import run_program, stack_config
+
+    config = stack_config()
+    change(config)
+    with pytest.raises(pulumi.RunError) as raised:
+        run_program(config)
+    assert expected in str(raised.value)
