@@ -76,11 +76,11 @@ class Deployment(BaseModel):
     @field_validator("vpc_subnet_ids", "vpc_security_group_ids")
     @classmethod
     def _network_ids(cls, values: list[str] | None, info) -> list[str] | None:
-        pattern, what = (SUBNET_ID, "subnet") if info.field_name == "vpc_subnet_ids" else (SECURITY_GROUP_ID,
-                                                                                          "security group")
+        pattern, what, prefix = (SUBNET_ID, "subnet", "subnet") if info.field_name == "vpc_subnet_ids" else \
+            (SECURITY_GROUP_ID, "security group", "sg")
         for value in values or []:
             if not pattern.match(value):
-                raise ValueError(f"must be {what} ids ({pattern.pattern[1:-1].split('-')[0]}- and 8 or 17 hex digits)")
+                raise ValueError(f"must be {what} ids ({prefix}- and 8 or 17 hex digits)")
         return values
 
     @field_validator("capacity_reservation_id", "capacity_block_id")
@@ -156,7 +156,8 @@ def read_stack_settings(config: dict) -> None:
                                  f"(got {shown(subnet)})")
     kms = config.get("gpuplan:kmsKeyArn")
     if kms is not None and not (isinstance(kms, str) and KMS_KEY_ARN.match(kms)):
-        raise ValueError(f"gpuplan:kmsKeyArn: must be a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID) (got {shown(kms)})")
+        raise ValueError("gpuplan:kmsKeyArn: must be a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID) "
+                         f"(got {shown(kms)})")
     environment = config.get("gpuplan:environment")
     if environment is not None:
         problem = "must be text" if not isinstance(environment, str) else tag_value_problem(environment)
