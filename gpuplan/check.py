@@ -103,9 +103,9 @@ def check_tags(path: str | Path, spec: WorkloadFile, plans: PlanSet) -> None:
     from planner.tags import plan_tags, tag_value_problem
 
     environment = (spec.stack_config or {}).get("gpuplan:environment") or "production"
-    by_name = {w.name: (index, w) for index, w in enumerate(spec.workloads)}
+    by_name = {w.name: w for w in spec.workloads}
     for plan in plans.plans:
-        index, workload = by_name[plan.workload]
+        workload = by_name[plan.workload]
         for key, value in plan_tags(plan, workload, environment).items():
             problem = tag_value_problem(value)
             if problem:

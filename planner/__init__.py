@@ -9,6 +9,7 @@ from typing import Callable, Iterator
 from planner import catalog as catalog_mod
 from planner.errors import InfeasibleError, SpecError
 from planner.plan import Plan, PlanSet
+from planner.regions import check_region
 from planner.search import plan_workload
 from planner.spec import Workload, WorkloadFile, load_workloads
 
@@ -25,16 +26,16 @@ def _selected(spec: WorkloadFile, catalog_path, region, only):
         if not workloads:
             raise SpecError(f"no workload named {only!r}; workloads: {', '.join(w.name for w in spec.workloads)}",
                             path="--workload")
-    from planner.regions import check_region
-
     if region is not None:
         check_region(region, catalog, "--region")
-    for w in workloads:
-        if region is None:
-            check_region(w.constraints.region, catalog, f"{w.path}.constraints.region", w.file)
-    if region is not None:
         workloads = [w.model_copy(update={"constraints": w.constraints.model_copy(update={"region": region})})
                      for w in workloads]
+    else:
+        first = {}  # each region checked once, named by the first workload that asks for it
+        for w in workloads:
+            first.setdefault(w.constraints.region, w)
+        for named, w in first.items():
+            check_region(named, catalog, f"{w.path}.constraints.region", w.file)
     return path, catalog, workloads
 
 
