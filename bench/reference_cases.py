@@ -37,7 +37,7 @@ class Row:
 
 @cache
 def reference() -> dict:
-    return load_text(DATA.read_text(), text_keys=False)
+    return load_text(DATA.read_text(), bundled=True)
 
 
 def _decode_rows(catalog: Catalog) -> list[Row]:

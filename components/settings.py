@@ -22,7 +22,7 @@ NVME_FAMILIES = {"g5", "g6", "g6e", "p4d", "p4de", "p5", "p5e", "p5en", "trn1", 
 
 @cache
 def _data(name: str) -> dict:
-    return load_text(resources.files("components.data").joinpath(name).read_text(), text_keys=False)
+    return load_text(resources.files("components.data").joinpath(name).read_text(), bundled=True)
 
 
 def _images() -> dict:

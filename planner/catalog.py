@@ -294,7 +294,7 @@ class Overlay(BaseModel):
 @cache
 def bundled() -> Catalog:
     text = resources.files("planner.data").joinpath("catalog.yaml").read_text()
-    return _validated(Catalog, load_text(text, text_keys=False), "planner/data/catalog.yaml")
+    return _validated(Catalog, load_text(text, bundled=True), "planner/data/catalog.yaml")
 
 
 def with_overlay(base: Catalog, overlay_data: object, file: str) -> Catalog:

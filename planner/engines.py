@@ -11,7 +11,7 @@ from planner.yamlsafe import load_text
 
 @cache
 def engine_table() -> dict:
-    return load_text(resources.files("planner.data").joinpath("engine-options.yaml").read_text(), text_keys=False)
+    return load_text(resources.files("planner.data").joinpath("engine-options.yaml").read_text(), bundled=True)
 
 
 def quantize_precision(value: str) -> str | None:

@@ -13,7 +13,7 @@ from planner.yamlsafe import load_text
 
 @cache
 def managed_prices() -> dict:
-    return load_text(resources.files("planner.data").joinpath("managed.yaml").read_text(), text_keys=False)
+    return load_text(resources.files("planner.data").joinpath("managed.yaml").read_text(), bundled=True)
 
 
 def compare_managed(w: Workload, usd_per_hour: float, output_tokens_per_s: float) -> ManagedApi | None:

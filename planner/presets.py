@@ -79,7 +79,7 @@ class Architecture(StrictModel):
 
 @cache
 def _models_document() -> dict:
-    return load_text(resources.files("planner.data").joinpath("models.yaml").read_text(), text_keys=False)
+    return load_text(resources.files("planner.data").joinpath("models.yaml").read_text(), bundled=True)
 
 
 @cache

@@ -59,7 +59,7 @@ class StoragePlan:
 
 @cache
 def _prices() -> dict:
-    return load_text(resources.files("planner.data").joinpath("storage.yaml").read_text(), text_keys=False)
+    return load_text(resources.files("planner.data").joinpath("storage.yaml").read_text(), bundled=True)
 
 
 def dataset_bytes_per_token(fmt: str, vocab_size: int) -> float:

@@ -50,7 +50,7 @@ def _source_id(text: str) -> str:
 
 
 def build(prices_csv: Path) -> dict:
-    specs = load_text(SPECS.read_text(), text_keys=False)
+    specs = load_text(SPECS.read_text(), bundled=True)
     sources: dict[str, str] = {}
     prices: dict[str, dict[str, dict[str, dict]]] = {}
     for row in csv.DictReader(prices_csv.open()):

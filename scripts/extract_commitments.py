@@ -48,7 +48,7 @@ def rows(raw: list[dict], names: list[str]) -> list[dict]:
 
 if __name__ == "__main__":
     raw = json.loads(Path(sys.argv[1]).read_text())
-    names = [spec[0] for spec in load_text((ROOT / "scripts" / "catalog_specs.yaml").read_text(), text_keys=False)["instance_types"]]
+    names = [spec[0] for spec in load_text((ROOT / "scripts" / "catalog_specs.yaml").read_text(), bundled=True)["instance_types"]]
     out_path = Path(sys.argv[2]) if len(sys.argv) > 2 else OUT
     found = rows(raw, names)
     with out_path.open("w", newline="") as f:
