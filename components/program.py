@@ -53,7 +53,8 @@ def read_config(config: pulumi.Config, region: str):
         spec = parse_workloads(stack_document(raw), "", STACK_DOCUMENT_KEYS)
         plans = plan_workloads(spec)
     except SpecError as exc:
-        path = exc.path if exc.path.startswith("gpuplan:") else f"gpuplan:{exc.path}" if exc.path else STACK_KEY
+        path = exc.path.removeprefix("config.")
+        path = path if path.startswith(("gpuplan:", "aws:")) else f"gpuplan:{path}" if path else STACK_KEY
         fail(path, exc.message)
     except InfeasibleError as exc:
         fail(f"{exc.path or STACK_KEY} ({exc.workload})", exc.explanation())

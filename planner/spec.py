@@ -5,6 +5,7 @@ the field path and what is allowed."""
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -296,6 +297,9 @@ def stack_document(config: dict) -> dict:
                         f"`pulumi config set --path '{STACK_KEY.split(':')[1]}[0].name' ...`)", path="config")
     workloads = config[STACK_KEY]
     region = config.get(STACK_REGION_KEY)
+    if region is not None and not (isinstance(region, str) and re.match(AWS_REGION_PATTERN, region)):
+        raise SpecError(f"must be an AWS region name such as us-east-1 (got {shown(region)})",
+                        path=f"config.{STACK_REGION_KEY}")
     if region is not None and isinstance(workloads, list):
         workloads = [_in_region(w, i, region) for i, w in enumerate(workloads)]
     document = {"workloads": workloads}

@@ -384,3 +384,17 @@ def test_the_program_refuses_what_plan_refuses(change, expected):
     with pytest.raises(pulumi.RunError) as raised:
         run_program(config)
     assert expected in str(raised.value)
+
+
+def test_a_stack_region_that_is_not_a_region_is_named_as_the_stack_key(tmp_path):
+    import pulumi
+
+    from tests.pulumi_harness import run_program
+
+    stack = example_stack()
+    stack["config"]["aws:region"] = "us-east-1; rm -rf /"
+    result = invoke("plan", write_yaml(tmp_path / "Pulumi.dev.yaml", stack))
+    assert result.exit_code == 2 and "config.aws:region: must be an AWS region name" in result.output, result.output
+    with pytest.raises(pulumi.RunError) as raised:
+        run_program(stack["config"])
+    assert "config aws:region: must be an AWS region name" in str(raised.value)
