@@ -398,3 +398,22 @@ def test_a_stack_region_that_is_not_a_region_is_named_as_the_stack_key(tmp_path)
     with pytest.raises(pulumi.RunError) as raised:
         run_program(stack["config"])
     assert "config aws:region: must be an AWS region name" in str(raised.value)
+
+
+def test_check_links_each_resource_by_lookup_not_by_scanning_every_resource(tmp_path, monkeypatch):
+    """check on 10,000 endpoints was quadratic: each endpoint configuration scanned every resource for
+    its model. The candidates are indexed once per resource list and type."""
+    from policies import facts
+
+    built = []
+    real = facts.Candidates
+
+    def counted(*args):
+        built.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(facts, "Candidates", counted)
+    workloads = [{**LLAMA_8B, "name": f"m{i}"} for i in range(30)]
+    result = invoke("check", write_yaml(tmp_path / "w.yaml", {"workloads": workloads}))
+    assert result.exit_code == 0, result.output
+    assert len(built) <= 2  # SageMaker models, launch templates
