@@ -19,6 +19,10 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from planner.yamlsafe import load_text  # noqa: E402
+
 
 
 def timed_plan(workloads: list[dict]) -> float:
@@ -32,7 +36,7 @@ def timed_plan(workloads: list[dict]) -> float:
 
 
 def main() -> None:
-    shapes = yaml.safe_load((ROOT / "examples" / "workloads.yaml").read_text())["workloads"]
+    shapes = load_text((ROOT / "examples" / "workloads.yaml").read_text())["workloads"]
     fleet = [{**shapes[i % len(shapes)], "name": f"{shapes[i % len(shapes)]['name']}-{i}"} for i in range(5000)]
     print(f"5,000 workloads, 4 shapes:   {timed_plan(fleet):6.1f} s")
     serving = next(s for s in shapes if s["kind"] == "inference")

@@ -100,7 +100,7 @@ def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--w
          catalog: Optional[Path] = CatalogOpt, region: Optional[str] = RegionOpt,
          calibration: Optional[Path] = CalibrationOpt) -> None:
     """Plan each workload: instance type, node count, layout, memory, performance and cost."""
-    from gpuplan.check import validate_deployments
+    from gpuplan.check import check_tags, validate_deployments
     from planner import load_workloads, plan_workloads
     from planner.report import render_json, render_markdown, render_table
     from planner.summary_report import render_summary
@@ -109,9 +109,13 @@ def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--w
         spec = load_workloads(file)
         validate_deployments(file, spec)
         if len(spec.workloads) < PROGRESS_FROM or workload is not None:
-            return calibrated(plan_workloads(spec, catalog, region, workload), spec, calibration, file)
-        with progress_bar("planning", len(spec.workloads)) as advance:
-            return calibrated(plan_workloads(spec, catalog, region, workload, advance), spec, calibration, file)
+            planned = plan_workloads(spec, catalog, region, workload)
+        else:
+            with progress_bar("planning", len(spec.workloads)) as advance:
+                planned = plan_workloads(spec, catalog, region, workload, advance)
+        if spec.stack_config is not None:  # a stack's tags are what `pulumi up` writes
+            check_tags(file, spec, planned)
+        return calibrated(planned, spec, calibration, file)
 
     plans = guarded(build)
     render = {PlanFormat.json: render_json, PlanFormat.markdown: render_markdown, PlanFormat.table: render_table,
@@ -312,7 +316,10 @@ def catalog_list(catalog: Optional[Path] = CatalogOpt,
 
     from planner import catalog as catalog_mod
 
+    from planner.regions import check_region
+
     cat = guarded(lambda: catalog_mod.load(catalog))
+    guarded(lambda: check_region(region, cat, "--region"))
     table = Table("type", "family", "accelerator", "count", "GiB each", "EFA Gbps", "EC2 $/h", "SageMaker $/h",
                   "EC2 price date", box=None)
     for t in cat.instance_types:
@@ -368,6 +375,10 @@ def catalog_refresh(region: list[str] = typer.Option(["us-east-1", "us-west-2", 
     from planner import aws, price_review
     from planner import catalog as catalog_mod
 
+    from planner.regions import check_region_name
+
+    for name in region:
+        guarded(lambda: check_region_name(name, "--region"))
     base = guarded(lambda: catalog_mod.load(catalog))
     unknown = [t for t in only or [] if base.instance(t) is None]
     if unknown:
@@ -415,9 +426,16 @@ def write_catalog(cat, out: Path) -> None:
             + yaml.safe_dump(cat.model_dump(by_alias=True, exclude_none=True, mode="json"), sort_keys=False, width=120))
     written: str | None = None
     try:
+        if out.exists():
+            mode = out.stat().st_mode & 0o7777  # the target keeps its mode (mkstemp makes 0600)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask  # as open() would create it
         with tempfile.NamedTemporaryFile("w", dir=out.parent, prefix=f".{out.name}.", delete=False) as tmp:
             written = tmp.name
             tmp.write(text)
+        os.chmod(written, mode)
         os.replace(written, out)
     except OSError as exc:
         if written:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from planner import catalog as catalog_mod
 from planner.errors import InfeasibleError, SpecError
 from planner.plan import Plan, PlanSet
+from planner.regions import check_region
 from planner.search import plan_workload
 from planner.spec import Workload, WorkloadFile, load_workloads
 
@@ -25,9 +27,33 @@ def _selected(spec: WorkloadFile, catalog_path, region, only):
             raise SpecError(f"no workload named {only!r}; workloads: {', '.join(w.name for w in spec.workloads)}",
                             path="--workload")
     if region is not None:
+        check_region(region, catalog, "--region")
         workloads = [w.model_copy(update={"constraints": w.constraints.model_copy(update={"region": region})})
                      for w in workloads]
+    else:
+        first = {}  # each region checked once, named by the first workload that asks for it
+        for w in workloads:
+            first.setdefault(w.constraints.region, w)
+        for named, w in first.items():
+            check_region(named, catalog, f"{w.path}.constraints.region", w.file)
     return path, catalog, workloads
+
+
+# Searches kept while `shared_searches()` is open: `gpuplan check` plans the file, then runs the program,
+# which plans it again; with this, each (catalog, shape) is searched once across both.
+_shared: dict[tuple[str, str], Plan] | None = None
+
+
+@contextmanager
+def shared_searches() -> Iterator[None]:
+    """Within this block, plan_workloads reuses any search of the same shape on the same catalog."""
+    global _shared
+    outer = _shared
+    _shared = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _shared = outer
 
 
 def plan_workloads(spec: WorkloadFile, catalog_path: str | Path | None = None, region: str | None = None,
@@ -37,13 +63,13 @@ def plan_workloads(spec: WorkloadFile, catalog_path: str | Path | None = None, r
     `progress(done, total)` is told after each."""
     path, catalog, workloads = _selected(spec, catalog_path, region, only)
     plans: list[Plan] = []
-    searched: dict[str, Plan] = {}
+    searched: dict[tuple[str, str], Plan] = _shared if _shared is not None else {}
     for w in workloads:
-        shape = w.model_dump_json(exclude={"name"})
+        shape = (str(path), w.model_dump_json(exclude={"name"}))
         if shape in searched:
             plans.append(searched[shape].model_copy(update={"workload": w.name}))
         else:
-            plans.append(searched.setdefault(shape, plan_workload(w, catalog)))
+            plans.append(searched.setdefault(shape, plan_workload(w, catalog)).model_copy(update={"workload": w.name}))
         if progress is not None:
             progress(len(plans), len(workloads))
     return PlanSet(plans=plans, catalog=str(path) if path else "bundled")

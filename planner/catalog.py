@@ -9,8 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, model_validator
 
 from planner.bounds import (ACCELERATORS_PER_NODE, CAPEX_USD, DEVICE_MEMORY_MIB, INTER_NODE_GBPS, INTRA_NODE_GB_S,
                             MEMORY_BANDWIDTH_GB_S, NETWORK_CARDS, NEURON_CORES, NODE_MEMORY_GIB, OPEX_USD_PER_YEAR,
@@ -18,6 +17,7 @@ from planner.bounds import (ACCELERATORS_PER_NODE, CAPEX_USD, DEVICE_MEMORY_MIB,
 from planner.errors import SpecError, field_path, shown
 from planner.strict import StrictModel
 from planner.units import MIB
+from planner.yamlsafe import load_text
 
 
 # The tensor precisions a datasheet quotes dense peak TFLOP/s for; a key outside these is a typo.
@@ -278,6 +278,9 @@ def _validated(model: type[BaseModel], data: object, file: str):
         return model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
+        if err["type"] == "extra_forbidden" and len(err["loc"]) == 1:  # a stray top-level key: not echoed
+            allowed = ", ".join(f.alias or name for name, f in model.model_fields.items())
+            raise SpecError(f"unknown top-level key; allowed: {allowed}", file=file) from None
         raise SpecError(_explain(err), path=field_path(err["loc"]), file=file) from None
 
 
@@ -296,7 +299,7 @@ class Overlay(BaseModel):
 @cache
 def bundled() -> Catalog:
     text = resources.files("planner.data").joinpath("catalog.yaml").read_text()
-    return _validated(Catalog, yaml.safe_load(text), "planner/data/catalog.yaml")
+    return _validated(Catalog, load_text(text, bundled=True), "planner/data/catalog.yaml")
 
 
 def with_overlay(base: Catalog, overlay_data: object, file: str) -> Catalog:

@@ -6,12 +6,12 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 
-import yaml
+from planner.yamlsafe import load_text
 
 
 @cache
 def engine_table() -> dict:
-    return yaml.safe_load(resources.files("planner.data").joinpath("engine-options.yaml").read_text())
+    return load_text(resources.files("planner.data").joinpath("engine-options.yaml").read_text(), bundled=True)
 
 
 def quantize_precision(value: str) -> str | None:

@@ -57,7 +57,7 @@ def frontier(w: Workload, catalog: Catalog) -> Frontier:
     target = checked_target(w, catalog)
     feasible, misses = search_types(w, catalog, target)
     if not feasible:
-        raise_infeasible(w, misses, catalog)
+        raise_infeasible(w, misses)
     chosen = min(feasible, key=lambda c: c.rank_key)
     pool: list[Candidate] = []
     search_types(relaxed(w), catalog, target, pool)

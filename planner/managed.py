@@ -6,15 +6,14 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 
-import yaml
-
 from planner.plan import ManagedApi
 from planner.spec import Workload
+from planner.yamlsafe import load_text
 
 
 @cache
 def managed_prices() -> dict:
-    return yaml.safe_load(resources.files("planner.data").joinpath("managed.yaml").read_text())
+    return load_text(resources.files("planner.data").joinpath("managed.yaml").read_text(), bundled=True)
 
 
 def compare_managed(w: Workload, usd_per_hour: float, output_tokens_per_s: float) -> ManagedApi | None:

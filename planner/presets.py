@@ -6,10 +6,10 @@ import re
 from functools import cache
 from importlib import resources
 
-import yaml
 from pydantic import Field, model_validator
 
 from planner.strict import StrictModel
+from planner.yamlsafe import load_text
 
 
 class Architecture(StrictModel):
@@ -100,7 +100,7 @@ class Architecture(StrictModel):
 
 @cache
 def _models_document() -> dict:
-    return yaml.safe_load(resources.files("planner.data").joinpath("models.yaml").read_text())
+    return load_text(resources.files("planner.data").joinpath("models.yaml").read_text(), bundled=True)
 
 
 @cache

@@ -107,7 +107,7 @@ def test_nodes_find_each_other_with_least_privilege():
 
 
 @pytest.mark.parametrize("deploy, message", [
-    ({"capacityBlockId": "cr-1", "capacityReservationId": "cr-2"}, "capacityReservationId and capacityBlockId"),
+    ({"capacityBlockId": "cr-11111111", "capacityReservationId": "cr-22222222"}, "capacityReservationId and capacityBlockId"),
     ({"fsx": False, "fsxImportPath": "s3://bkt/p/"}, "fsxImportPath links an S3 prefix"),
     ({"amiId": "ubuntu"}, "gpuplan:deployments.pretrain-70b.amiId: String should match pattern"),
 ])
