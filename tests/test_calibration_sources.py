@@ -52,3 +52,97 @@ def test_bad_guidellm_report_exit_2_naming_the_field(tmp_path, edit, message):
     run = runner.invoke(app, ["calibrate", str(path), "--instance-type", "g6e.xlarge", "--model", "llama-3.1-8b",
                               "--engine", "vllm"])
     assert run.exit_code == 2 and message in run.output and "Traceback" not in run.output
+
+
+SERVING = {"name": "chat", "kind": "inference", "model": {"preset": "llama-3.1-8b"}, "precision": "bf16",
+           "serving": {"engine": "vllm", "prompt_tokens": 1000, "output_tokens": 250, "max_context_tokens": 1250,
+                       "concurrent_requests": 16},
+           "constraints": {"instance_types": ["g6e.xlarge", "g6e.2xlarge", "g6.xlarge"]}}
+TRAINING = {"name": "ft", "kind": "training", "model": {"preset": "llama-3.1-8b"}, "precision": "bf16",
+            "training": {"tokens": 2e9, "sequence_length": 4096, "global_batch_tokens": 1048576},
+            "constraints": {"instance_types": ["p5.48xlarge", "p4d.24xlarge"]}}
+
+
+def calibration_file(tmp_path: Path, accelerator: str, engine: str, metric: str, factor: float) -> Path:
+    path = tmp_path / "calibration.yaml"
+    evidence = {"source": "run.json", "date": "2026-11-20", "instance_type": "x", "model": "llama-3.1-8b",
+                "layout": "TP 1 × PP 1 × DP 1", "measured": factor, "predicted": 1.0}
+    path.write_text(yaml.safe_dump({"factors": [{"accelerator": accelerator, "engine": engine, "metric": metric,
+                                                 "factor": factor, "spread": 1.0, "instance_types": ["x"],
+                                                 "results": [evidence]}]}))
+    return path
+
+
+def frontier_json(tmp_path: Path, workload: dict, *extra: str) -> dict:
+    spec = tmp_path / "w.yaml"
+    spec.write_text(yaml.safe_dump({"workloads": [workload]}))
+    run = runner.invoke(app, ["frontier", str(spec), "--format", "json", *extra])
+    assert run.exit_code == 0, run.output
+    return json.loads(run.output)["frontiers"][0]
+
+
+def _points(f: dict) -> list[tuple]:
+    return [(p["choice"]["instance_type"], p["choice"]["nodes"], p["performance"].get("inter_token_latency_s"),
+             p["performance"].get("time_to_train_s")) for p in f["points"]]
+
+
+@pytest.mark.parametrize("workload", [SERVING, TRAINING])
+def test_frontier_with_a_calibration_that_matches_nothing_is_unchanged(tmp_path, workload):
+    plain = frontier_json(tmp_path, workload)
+    cal = calibration_file(tmp_path, "Gaudi3", "vllm", "inter_token_latency_s", 2.0)
+    same = frontier_json(tmp_path, workload, "--calibration", str(cal))
+    assert _points(same) == _points(plain) and same["chosen"] == plain["chosen"]
+
+
+def test_frontier_points_carry_the_factor_and_the_sweep_runs_on_corrected_figures(tmp_path):
+    plain = frontier_json(tmp_path, SERVING)
+    cal = calibration_file(tmp_path, "L40S", "vllm", "inter_token_latency_s", 3.0)
+    slow = frontier_json(tmp_path, SERVING, "--calibration", str(cal))
+    plain_itl = {(p["choice"]["instance_type"], json.dumps(p["layout"], sort_keys=True)): p["performance"]["inter_token_latency_s"]
+                 for p in plain["points"]}
+    compared = 0
+    for p in slow["points"]:
+        key = (p["choice"]["instance_type"], json.dumps(p["layout"], sort_keys=True))
+        if p["choice"]["accelerator"] == "L40S":
+            assert any(w.startswith("calibrated: ITL") and "×3.00" in w for w in p["warnings"])
+            if key in plain_itl:
+                assert p["performance"]["inter_token_latency_s"] == pytest.approx(3 * plain_itl[key])
+                compared += 1
+        else:
+            assert not any(w.startswith("calibrated:") for w in p["warnings"])
+    assert compared > 0 and len(slow["points"]) != len(plain["points"])
+    # no point is beaten on every axis by a no costlier one (the chosen plan excepted)
+    axes = [(p["cost"]["usd_per_hour"], p["performance"]["inter_token_latency_s"], p["performance"]["time_to_first_token_s"])
+            for p in slow["points"]]
+    for i, a in enumerate(axes):
+        if i != slow["chosen"]:
+            assert not any(b[0] <= a[0] and b[1] <= a[1] and b[2] <= a[2] for j, b in enumerate(axes) if j < i)
+
+
+def test_frontier_honours_gpuplan_calibration_in_stack_config(tmp_path):
+    cal = calibration_file(tmp_path, "L40S", "vllm", "inter_token_latency_s", 3.0)
+    stack = tmp_path / "Pulumi.dev.yaml"
+    stack.write_text(yaml.safe_dump({"config": {"gpuplan:calibration": cal.name, "gpuplan:workloads": [SERVING]}}))
+    run = runner.invoke(app, ["frontier", str(stack), "--format", "json"])
+    assert run.exit_code == 0, run.output
+    assert any(w.startswith("calibrated: ITL") for p in json.loads(run.output)["frontiers"][0]["points"] for w in p["warnings"])
+
+
+def test_check_and_cost_take_calibration(tmp_path):
+    spec = tmp_path / "w.yaml"
+    spec.write_text(yaml.safe_dump({"workloads": [TRAINING]}))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("factors: 3\n")
+    run = runner.invoke(app, ["check", str(spec), "--calibration", str(bad)])
+    assert run.exit_code == 2 and "--calibration" in run.output and "factors" in run.output
+    plain = runner.invoke(app, ["plan", str(spec), "--format", "json"])
+    accelerator = json.loads(plain.output)["plans"][0]["choice"]["accelerator"]
+    cal = calibration_file(tmp_path, accelerator, "training", "training_tokens_per_s", 0.5)
+    assert runner.invoke(app, ["check", str(spec), "--calibration", str(cal)]).exit_code == 0
+    costs = [json.loads(runner.invoke(app, ["cost", "--head", str(spec), "--base", str(spec), "--format", "json",
+                                            "--no-policies", *extra]).output)["workloads"][0]
+             for extra in ([], ["--calibration", str(cal)])]
+    # half the measured throughput: the run takes twice as long and costs twice as much, on both sides
+    assert costs[0]["cost_unit"] == "usd_per_training_run" and costs[1]["change_usd"] == 0
+    assert costs[1]["after_usd"] == pytest.approx(2 * costs[0]["after_usd"], rel=1e-3)
+    assert costs[1]["before_usd"] == pytest.approx(2 * costs[0]["before_usd"], rel=1e-3)
