@@ -264,7 +264,9 @@ def calibrate_command(results: list[Path] = typer.Argument(..., help="Benchmark 
 @app.command()
 def observe(file: Path = FileArg, since: str = typer.Option("7d", "--since", help="How far back: 7d, 12h, 30m"),
             format: Format = typer.Option(Format.table, "--format", "-f"), region: Optional[str] = RegionOpt,
-            catalog: Optional[Path] = CatalogOpt, calibration: Optional[Path] = CalibrationOpt) -> None:
+            catalog: Optional[Path] = CatalogOpt, calibration: Optional[Path] = CalibrationOpt,
+            out: Optional[Path] = typer.Option(None, "--out", help="Also write what was seen as input for "
+                                               "`gpuplan calibrate` (JSON)")) -> None:
     """Plan against actual for each deployed workload, from its CloudWatch metrics (boto3)."""
     from gpuplan import observe as obs
     from planner import aws, plan_workloads
@@ -282,6 +284,16 @@ def observe(file: Path = FileArg, since: str = typer.Option("7d", "--since", hel
         rows = obs.observe(plans.plans, output_tokens, where, since_s)
     except aws.AwsError as exc:
         fail(str(exc), 2)
+    if out is not None:
+        from gpuplan.observe_out import calibration_input
+
+        # uncalibrated plans: calibrate compares with the planner's own prediction (TTFT here)
+        raw = guarded(lambda: plan_workloads(spec, catalog, region))
+        text = calibration_input(raw.plans, {w.name: w for w in spec.workloads}, rows, where, since)
+        try:
+            out.write_text(text)
+        except OSError as exc:
+            fail(f"--out {out}: cannot write ({exc.strerror})", 2)
     render = {Format.json: obs.render_json, Format.markdown: obs.render_markdown, Format.table: obs.render_table}[format]
     sys.stdout.write(render(rows))
 

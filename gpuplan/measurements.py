@@ -133,6 +133,52 @@ def read_guidellm(path: Path, data: dict) -> list[Measurement]:
     return out
 
 
+def _whole(path: Path, record: dict, key: str, where: str) -> int:
+    value = record.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise _fail(path, f"{where}{key}: missing or not a whole number above 0 (got {json.dumps(value)[:40]})")
+    return value
+
+
+def read_observation(path: Path, data: dict) -> list[Measurement]:
+    """`gpuplan observe --out` (gpuplan/observe_out.py): one record per observed workload, its setup
+    pinned and its figures already in METRICS names and SI units."""
+    records = data.get("observations")
+    if not isinstance(records, list):
+        raise _fail(path, "observations: missing; a list of observed workloads")
+    out = []
+    for n, r in enumerate(records):
+        where = f"observations[{n}]."
+        if not isinstance(r, dict) or r.get("kind") not in ("serving", "training"):
+            raise _fail(path, f"{where}kind: expected serving or training")
+        for key in ("model", "instance_type", "date", "source"):
+            if not isinstance(r.get(key), str) or not r[key]:
+                raise _fail(path, f"{where}{key}: missing")
+        metrics = r.get("metrics")
+        if not isinstance(metrics, dict) or not metrics:
+            raise _fail(path, f"{where}metrics: missing")
+        from planner.calibration import METRICS
+
+        unknown = next((k for k in metrics if k not in METRICS), None)
+        if unknown is not None:
+            raise _fail(path, f"{where}metrics.{unknown}: not one of {', '.join(METRICS)}")
+        figures = {k: _positive(path, metrics, k, f"{where}metrics.") for k in metrics}
+        layout = {k: _whole(path, r, k, where) for k in ("nodes", "tensor_parallel", "pipeline_parallel", "data_parallel")}
+        if r["kind"] == "training":
+            out.append(Measurement(r["source"], "training", r["model"], r["date"], r["instance_type"], "training",
+                                   layout["tensor_parallel"], metrics=figures, training={
+                                       **layout, "precision": str(r.get("precision") or "bf16"),
+                                       "sequence_length": _whole(path, r, "sequence_length", where),
+                                       "global_batch_sequences": _whole(path, r, "global_batch_sequences", where)}))
+            continue
+        if not isinstance(r.get("engine"), str):
+            raise _fail(path, f"{where}engine: missing")
+        out.append(Measurement(r["source"], "serving", r["model"], r["date"], r["instance_type"], r["engine"],
+                               layout["tensor_parallel"], _whole(path, r, "concurrency", where),
+                               _whole(path, r, "prompt_tokens", where), _whole(path, r, "output_tokens", where), figures))
+    return out
+
+
 def _stat(path: Path, data: dict, key: str) -> float:
     block = data.get(key)
     if not isinstance(block, dict):
@@ -236,6 +282,8 @@ def read(path: Path) -> list[Measurement]:
         return [read_vllm(path, data)]
     if isinstance(data, dict) and isinstance(data.get("time_to_first_token"), dict):
         return [read_aiperf(path, data)]
+    if isinstance(data, dict) and data.get("format") == "gpuplan-observation":
+        return read_observation(path, data)
     if isinstance(data, dict) and isinstance(data.get("benchmarks"), list):
         return read_guidellm(path, data)
     raise _fail(path, "unknown format: expected vLLM bench serve JSON (output_throughput), a GuideLLM report "

@@ -146,3 +146,66 @@ def test_check_and_cost_take_calibration(tmp_path):
     assert costs[0]["cost_unit"] == "usd_per_training_run" and costs[1]["change_usd"] == 0
     assert costs[1]["after_usd"] == pytest.approx(2 * costs[0]["after_usd"], rel=1e-3)
     assert costs[1]["before_usd"] == pytest.approx(2 * costs[0]["before_usd"], rel=1e-3)
+
+
+def _plan(spec: Path) -> dict:
+    run = runner.invoke(app, ["plan", str(spec), "--format", "json"])
+    assert run.exit_code == 0, run.output
+    return {p["workload"]: p for p in json.loads(run.output)["plans"]}
+
+
+def test_observe_out_round_trips_through_calibrate(aws_env, tmp_path):
+    """Serving 25% slower per token and training at 75% of the planned tokens/s, as CloudWatch shows
+    them: observe --out, calibrate that file, and the corrected plans land within 5% of what was seen."""
+    import boto3
+    from datetime import datetime, timedelta, timezone
+
+    from gpuplan.observe import endpoint_name
+    from planner import load_workloads, plan_workloads
+    from planner.calibration import apply
+
+    spec = tmp_path / "w.yaml"
+    spec.write_text(yaml.safe_dump({"workloads": [SERVING, TRAINING]}))
+    plans = _plan(spec)
+    chat, ft = plans["chat"]["performance"], plans["ft"]["performance"]
+    seen_itl_s = chat["inter_token_latency_s"] / 0.75
+    latency_us = (chat["time_to_first_token_s"] + 249 * seen_itl_s) * 1e6
+    seen_tokens_per_s = 0.75 * ft["training_tokens_per_s"]
+    dims = [{"Name": "EndpointName", "Value": endpoint_name("chat", plans["chat"]["choice"]["instance_type"])},
+            {"Name": "VariantName", "Value": "AllTraffic"}]
+    cw = boto3.client("cloudwatch", region_name="us-east-1")
+    # a minute back: moto (as CloudWatch) excludes points at or after EndTime, which it truncates to the second
+    now = datetime.now(timezone.utc) - timedelta(minutes=1)
+    cw.put_metric_data(Namespace="AWS/SageMaker", MetricData=[
+        {"MetricName": "ModelLatency", "Dimensions": dims, "Timestamp": now, "Value": latency_us, "Unit": "Microseconds"}])
+    cw.put_metric_data(Namespace="gpuplan/training", MetricData=[
+        {"MetricName": "TokensPerSecond", "Dimensions": [{"Name": "Workload", "Value": "ft"}], "Timestamp": now,
+         "Value": seen_tokens_per_s, "Unit": "Count/Second"}])
+    seen = tmp_path / "observed.json"
+    run = runner.invoke(app, ["observe", str(spec), "--since", "1h", "--out", str(seen)])
+    assert run.exit_code == 0, run.output
+    records = {r["workload"]: r for r in json.loads(seen.read_text())["observations"]}
+    assert records["chat"]["metrics"]["inter_token_latency_s"] == pytest.approx(seen_itl_s, rel=1e-6)
+    assert records["ft"]["metrics"]["training_tokens_per_s"] == pytest.approx(seen_tokens_per_s, rel=1e-6)
+    cal = tmp_path / "c.yaml"
+    run = runner.invoke(app, ["calibrate", str(seen), "--out", str(cal)])
+    assert run.exit_code == 0, run.output
+    after = {p.workload: apply(p, load(cal)) for p in plan_workloads(load_workloads(spec)).plans}
+    assert abs(after["chat"].performance.inter_token_latency_s / seen_itl_s - 1) < 0.05
+    assert abs(after["ft"].performance.training_tokens_per_s / seen_tokens_per_s - 1) < 0.05
+
+
+def test_bad_observation_file_exit_2_naming_the_field(tmp_path):
+    path = tmp_path / "observed.json"
+    record = {"workload": "chat", "kind": "serving", "model": "llama-3.1-8b", "instance_type": "g6e.xlarge",
+              "engine": "vllm", "nodes": 1, "tensor_parallel": 1, "pipeline_parallel": 1, "data_parallel": 1,
+              "concurrency": 16, "prompt_tokens": 1000, "output_tokens": 250, "date": "2026-11-20", "source": "cw",
+              "metrics": {"itl": 0.02}}
+    path.write_text(json.dumps({"format": "gpuplan-observation", "version": 1, "observations": [record]}))
+    run = runner.invoke(app, ["calibrate", str(path)])
+    assert run.exit_code == 2 and "observations[0].metrics.itl: not one of" in run.output
+    record["metrics"] = {"inter_token_latency_s": 0.02}
+    record["concurrency"] = 0
+    path.write_text(json.dumps({"format": "gpuplan-observation", "version": 1, "observations": [record]}))
+    run = runner.invoke(app, ["calibrate", str(path)])
+    assert run.exit_code == 2 and "observations[0].concurrency: missing or not a whole number above 0" in run.output
