@@ -229,7 +229,7 @@ def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAM
 
 
 @app.command("calibrate")
-def calibrate_command(results: list[Path] = typer.Argument(..., help="Benchmark results: vLLM bench serve JSON, "
+def calibrate_command(results: list[Path] = typer.Argument(..., help="Benchmark results: vLLM bench serve JSON, GuideLLM report, "
                                                            "AIPerf/genai-perf profile export, training CSV"),
                       instance_type: Optional[str] = typer.Option(None, "--instance-type",
                                                                   help="Where the results ran, when a file does not say"),

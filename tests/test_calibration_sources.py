@@ -209,3 +209,12 @@ def test_bad_observation_file_exit_2_naming_the_field(tmp_path):
     path.write_text(json.dumps({"format": "gpuplan-observation", "version": 1, "observations": [record]}))
     run = runner.invoke(app, ["calibrate", str(path)])
     assert run.exit_code == 2 and "observations[0].concurrency: missing or not a whole number above 0" in run.output
+
+
+def test_cli_module_runs_as_a_program():
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "gpuplan.cli", "calibrate", "--help"], capture_output=True, text=True,
+                         check=False, cwd=Path(__file__).parent.parent)
+    assert run.returncode == 0 and "GuideLLM report" in run.stdout and "--out" in run.stdout
