@@ -80,16 +80,22 @@ CalibrationOpt = typer.Option(None, "--calibration", help="Calibration file from
                               "config's gpuplan:calibration)")
 
 
-def calibrated(plans, spec, path: Optional[Path], file: Path):
-    """The plans with the calibration's factors applied: --calibration, else gpuplan:calibration
-    (relative to the stack file)."""
-    from planner.calibration import apply, load
+def calibration_of(spec, path: Optional[Path], file: Path):
+    """--calibration, else gpuplan:calibration (relative to the stack file), loaded; None when neither."""
+    from planner.calibration import load
 
     if path is None and (spec.stack_config or {}).get("gpuplan:calibration"):
         path = file.parent / str(spec.stack_config["gpuplan:calibration"])
-    if not path:
+    return load(path) if path else None
+
+
+def calibrated(plans, spec, path: Optional[Path], file: Path):
+    """The plans with the calibration's factors applied (planner/calibration.py apply)."""
+    from planner.calibration import apply
+
+    cal = calibration_of(spec, path, file)
+    if cal is None:
         return plans
-    cal = load(path)
     return plans.model_copy(update={"plans": [apply(p, cal) for p in plans.plans]})
 
 
@@ -129,13 +135,16 @@ def frontier(file: Path = FileArg,
              format: Format = typer.Option(Format.table, "--format", "-f", help=FORMAT_HELP),
              catalog: Optional[Path] = CatalogOpt, region: Optional[str] = RegionOpt,
              chart: Optional[Path] = typer.Option(None, "--chart", help="Also draw the frontier: .svg, .png or .html "
-                                                  "(needs the chart extra)")) -> None:
+                                                  "(needs the chart extra)"),
+             calibration: Optional[Path] = CalibrationOpt) -> None:
     """Every plan no other plan beats on cost and latency (serving) or cost and time to train (training)."""
-    from planner import frontier_file
+    from planner import frontier_file, load_workloads
+    from planner.calibration import apply
     from planner.frontier_report import render_json, render_markdown, render_table
 
     def build():
-        found = frontier_file(file, catalog, region, workload)
+        cal = calibration_of(load_workloads(file), calibration, file)
+        found = frontier_file(file, catalog, region, workload, None if cal is None else lambda p: apply(p, cal))
         if chart is not None:
             if len(found) != 1:
                 raise SpecError(f"--chart draws one workload; name it with --workload "
@@ -155,11 +164,18 @@ def check(file: Path = FileArg, format: Format = typer.Option(Format.table, "--f
           policy_config: Optional[Path] = PolicyConfigOpt,
           strict: bool = typer.Option(True, "--strict/--no-strict",
                                       help="Check the resources as a preview sees them and block when a value a "
-                                           "gating rule reads is unknown (CrossGuard alone would only advise)")) -> None:
+                                           "gating rule reads is unknown (CrossGuard alone would only advise)"),
+          calibration: Optional[Path] = CalibrationOpt) -> None:
     """Run the policy pack's rules on the plans offline; exit 1 on a mandatory violation."""
     from gpuplan.check import check_file, load_policy_config, render_markdown, render_text
+    from planner import load_workloads, plan_workloads
 
-    report = guarded(lambda: check_file(file, load_policy_config(policy_config), strict=strict))
+    def build():
+        spec = load_workloads(file)
+        plans = calibrated(plan_workloads(spec), spec, calibration, file)
+        return check_file(file, load_policy_config(policy_config), spec, plans, strict=strict)
+
+    report = guarded(build)
     render = {Format.json: lambda r: r.model_dump_json(indent=2) + "\n", Format.markdown: render_markdown,
               Format.table: render_text}[format]
     sys.stdout.write(render(report))
@@ -180,10 +196,12 @@ def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAM
          policy_config: Optional[Path] = PolicyConfigOpt,
          policies: bool = typer.Option(True, "--policies/--no-policies", help="Add gpuplan check's verdicts on the head"),
          frontiers: bool = typer.Option(True, "--frontier/--no-frontier",
-                                        help="Fold the cost–latency frontier of each changed workload into the comment")) -> None:
+                                        help="Fold the cost–latency frontier of each changed workload into the comment"),
+         calibration: Optional[Path] = CalibrationOpt) -> None:
     """The pull-request cost comment: monthly cost before and after, per workload, with policy verdicts."""
     from gpuplan import costdiff
     from planner import plan_workloads
+    from planner.calibration import apply
     from planner.spec import load_workloads
 
     if (base is None) == (base_ref is None):
@@ -201,7 +219,11 @@ def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAM
 
         head_spec = load_workloads(head)
         validate_deployments(head, head_spec)
+        cal = calibration_of(head_spec, calibration, head)  # both sides, so the diff compares like with like
+        correct = (lambda p: p) if cal is None else (lambda p: apply(p, cal))
+        before = before.model_copy(update={"plans": [correct(p) for p in before.plans]})
         after = plan_workloads(head_spec)
+        after = after.model_copy(update={"plans": [correct(p) for p in after.plans]})
         verdicts = None
         if policies:
             from gpuplan.check import check_file, load_policy_config
@@ -214,7 +236,8 @@ def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAM
 
             moved = {r.workload for r in diff.workloads if r.status in ("changed", "added")}
             head_catalog = catalog_mod.load(head_spec.catalog)
-            diff.frontiers = [frontier(w, head_catalog) for w in head_spec.workloads if w.name in moved]
+            diff.frontiers = [frontier(w, head_catalog, None if cal is None else correct)
+                              for w in head_spec.workloads if w.name in moved]
         return diff
 
     diff = guarded(build)
@@ -233,7 +256,7 @@ def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAM
 
 
 @app.command("calibrate")
-def calibrate_command(results: list[Path] = typer.Argument(..., help="Benchmark results: vLLM bench serve JSON, "
+def calibrate_command(results: list[Path] = typer.Argument(..., help="Benchmark results: vLLM bench serve JSON, GuideLLM report, "
                                                            "AIPerf/genai-perf profile export, training CSV"),
                       instance_type: Optional[str] = typer.Option(None, "--instance-type",
                                                                   help="Where the results ran, when a file does not say"),
@@ -269,7 +292,9 @@ def calibrate_command(results: list[Path] = typer.Argument(..., help="Benchmark 
 def observe(file: Path = FileArg, since: str = typer.Option("7d", "--since", help="How far back: 7d, 12h, 30m"),
             format: Format = typer.Option(Format.table, "--format", "-f", help=FORMAT_HELP),
             region: Optional[str] = RegionOpt, catalog: Optional[Path] = CatalogOpt,
-            calibration: Optional[Path] = CalibrationOpt) -> None:
+            calibration: Optional[Path] = CalibrationOpt,
+            out: Optional[Path] = typer.Option(None, "--out", help="Also write what was seen as input for "
+                                               "`gpuplan calibrate` (JSON)")) -> None:
     """Plan against actual for each deployed workload, from its CloudWatch metrics (boto3)."""
     from gpuplan import observe as obs
     from planner import aws, plan_workloads
@@ -287,6 +312,16 @@ def observe(file: Path = FileArg, since: str = typer.Option("7d", "--since", hel
         rows = obs.observe(plans.plans, output_tokens, where, since_s)
     except aws.AwsError as exc:
         fail(str(exc), 2)
+    if out is not None:
+        from gpuplan.observe_out import calibration_input
+
+        # uncalibrated plans: calibrate compares with the planner's own prediction (TTFT here)
+        raw = guarded(lambda: plan_workloads(spec, catalog, region))
+        text = calibration_input(raw.plans, {w.name: w for w in spec.workloads}, rows, where, since)
+        try:
+            out.write_text(text)
+        except OSError as exc:
+            fail(f"--out {out}: cannot write ({exc.strerror})", 2)
     render = {Format.json: obs.render_json, Format.markdown: obs.render_markdown, Format.table: obs.render_table}[format]
     sys.stdout.write(render(rows))
 

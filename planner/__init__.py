@@ -76,12 +76,13 @@ def plan_workloads(spec: WorkloadFile, catalog_path: str | Path | None = None, r
 
 
 def frontier_file(path: str | Path, catalog_path: str | Path | None = None, region: str | None = None,
-                  only: str | None = None) -> list:
-    """The cost–latency frontier of every workload in the file (or the one named `only`)."""
+                  only: str | None = None, correct=None) -> list:
+    """The cost–latency frontier of every workload in the file (or the one named `only`); `correct`
+    (Plan → Plan, a calibration) is applied to every point."""
     from planner.frontier import frontier
 
     _, catalog, workloads = _selected(load_workloads(path), catalog_path, region, only)
-    return [frontier(w, catalog) for w in workloads]
+    return [frontier(w, catalog, correct) for w in workloads]
 
 
 def plan_file(path: str | Path, catalog_path: str | Path | None = None, region: str | None = None,

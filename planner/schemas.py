@@ -62,7 +62,8 @@ def _stack_schema() -> dict:
               "gpuplan:workloads": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/Workload"}},
               "gpuplan:catalog": {"type": "string"}, "gpuplan:deployments": {"type": "object"},
               "gpuplan:vpcId": {"type": "string"}, "gpuplan:subnetIds": {"type": "array", "items": {"type": "string"}},
-              "gpuplan:environment": {"type": "string"}, "gpuplan:kmsKeyArn": {"type": "string"}}
+              "gpuplan:environment": {"type": "string"}, "gpuplan:kmsKeyArn": {"type": "string"},
+              "gpuplan:calibration": {"type": "string"}}
     assert set(config) - {"aws:region"} == set(STACK_CONFIG_KEYS), "stack schema lags STACK_CONFIG_KEYS"
     gpuplan_keys = {"anyOf": [{"not": {"pattern": "^gpuplan:"}}, {"enum": list(STACK_CONFIG_KEYS)}]}
     return {"title": "gpuplan Pulumi stack file (Pulumi.<stack>.yaml)", "type": "object",

@@ -346,7 +346,8 @@ def read_yaml(path: str | Path) -> Any:
 STACK_REGION_KEY = "aws:region"
 # Every gpuplan:* key the program reads (README: stack config); another one is a typo, not a setting.
 STACK_CONFIG_KEYS = ("gpuplan:workloads", "gpuplan:deployments", "gpuplan:catalog", "gpuplan:vpcId",
-                     "gpuplan:subnetIds", "gpuplan:environment", "gpuplan:kmsKeyArn")
+                     "gpuplan:subnetIds", "gpuplan:environment", "gpuplan:kmsKeyArn",
+                     "gpuplan:calibration")  # read by the CLI: plan, frontier, check, cost, observe
 
 
 def stack_document(config: dict) -> dict:

@@ -103,7 +103,8 @@ def test_nodes_find_each_other_with_least_privilege():
                                   "gpuplan:cluster"}
     import json
     policy = json.loads(by_name(stack, "rolePolicy:RolePolicy", "pretrain-70b-discovery").inputs["policy"])
-    assert [s["Action"] for s in policy["Statement"]] == [["ec2:DescribeInstances"]]
+    assert [s["Action"] for s in policy["Statement"]] == [["ec2:DescribeInstances"], ["cloudwatch:PutMetricData"]]
+    assert policy["Statement"][1]["Condition"] == {"StringEquals": {"cloudwatch:namespace": "gpuplan/training"}}
 
 
 @pytest.mark.parametrize("deploy, message", [
