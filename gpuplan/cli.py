@@ -204,6 +204,14 @@ def models() -> None:
     Console(width=120).print(table)
 
 
+def _no_price_here(t) -> str:
+    """Why the region shows no EC2 price: a recorded reason, or the regions that have one."""
+    if t.no_price_reason:
+        return "no price (below)"
+    priced = sorted(r for r, services in t.prices.items() if services.get("ec2"))
+    return f"only in {', '.join(priced)}" if priced else "-"
+
+
 @catalog_app.command("list")
 def catalog_list(catalog: Optional[Path] = CatalogOpt, region: str = typer.Option("us-east-1", "--region")) -> None:
     """Instance types with accelerators, memory and prices in a region."""
@@ -221,7 +229,7 @@ def catalog_list(catalog: Optional[Path] = CatalogOpt, region: str = typer.Optio
         table.add_row(t.name, t.family, accel.name, str(t.accelerators_per_node), f"{accel.memory_mib / 1024:.1f}",
                       f"{t.inter_node_gbps:g}" if t.efa else "-", f"{ec2.on_demand:.4f}" if ec2 and ec2.on_demand else "-",
                       f"{sm.on_demand:.4f}" if sm and sm.on_demand else "-",
-                      (ec2.date or "-") if ec2 else ("no price (below)" if t.no_price_reason else "-"))
+                      (ec2.date or "-") if ec2 else _no_price_here(t))
     console = Console(width=140)
     console.print(table)
     for t in cat.instance_types:

@@ -158,7 +158,7 @@ class InstanceType(StrictModel):
     prices: dict[str, dict[str, Price]] = Field(default_factory=dict)  # region -> service -> price
     offered_regions: list[str] | None = None  # set by `catalog refresh`; None: unknown
     owned: Owned | None = None  # overlay: the same node bought outright (rent vs buy)
-    no_price_reason: str = ""  # why the bundled catalog carries no price (e.g. sold only as Capacity Blocks)
+    no_price_reason: str = Field(default="", max_length=1000)  # why the bundled catalog carries no price (e.g. sold only as Capacity Blocks)
 
     @model_validator(mode="after")
     def _efa_has_bandwidth(self) -> "InstanceType":
