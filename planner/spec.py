@@ -135,6 +135,7 @@ class Layout(_Section):
     zero_stage: int | None = Field(default=None, ge=0, le=3)
     micro_batch: int | None = Field(default=None, gt=0, le=4096)
     replicas: int | None = Field(default=None, gt=0, le=10_000)
+    expert_parallel: int | None = Field(default=None, gt=0, le=4096)  # MoE serving: devices the experts spread over
 
 
 class Workload(_Section):
@@ -162,10 +163,12 @@ class Workload(_Section):
     def _sections_match_kind(self) -> "Workload":
         pinned = self.layout.model_fields_set
         stray = sorted(pinned & ({"data_parallel", "zero_stage", "micro_batch"} if self.kind == "inference"
-                                 else {"replicas"}))
+                                 else {"replicas", "expert_parallel"}))
         if stray:
             what = "training" if self.kind == "inference" else "serving"
             raise ValueError(f"layout.{stray[0]} is a {what} setting and does not apply to kind {self.kind}")
+        if self.layout.expert_parallel and not self.model._resolved.is_moe:
+            raise ValueError(f"layout.expert_parallel applies to MoE models (experts > 1); this model is dense")
         if self.kind == "inference":
             if self.training is not None:
                 raise ValueError("training: is only for kind training or fine-tuning (this workload is inference)")
