@@ -10,6 +10,7 @@ idle); PP across nodes is for EC2 only, on full nodes joined by an inter-node ne
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -19,6 +20,7 @@ from planner.cost import HourlyPrice
 from planner.memory import inference_memory
 from planner.performance import ServingEstimate, serving_estimate
 from planner.spec import Workload
+from planner.speculative import draft_memory_bytes, speculation_of
 
 MAX_SERVING_PIPELINE = 8  # beyond 8 nodes per copy a serving replica spends more time in hops than work
 
@@ -91,7 +93,8 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
     if pins.pipeline_parallel and pins.pipeline_parallel > 1 and target == "sagemaker":
         return Miss("a SageMaker endpoint instance is one model copy: pipeline_parallel > 1 would span "
                     "instances (use deploy_target ec2)", by_request=True)
-    estimates: dict[tuple[int, int, int], ServingEstimate] = {}
+    estimates: dict[tuple[int, int, int, int], ServingEstimate] = {}
+    speculation = speculation_of(s)
 
     for tp in tps:
         spans_nodes = tp == apn and itype.multi_node and target == "ec2"
@@ -111,12 +114,16 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
                 key = (tp, pp, ep, batch)
                 if key not in estimates:
                     estimates[key] = serving_estimate(arch, accel, w.precision, s.kv_cache_precision, tp, pp, batch,
-                                                      s.prompt_tokens, s.output_tokens, itype, s.prefix_hit_share, ep)
+                                                      s.prompt_tokens, s.output_tokens, itype, s.prefix_hit_share, ep,
+                                                      speculation)
                 return estimates[key]
 
             def memory_at(n: int):
-                return inference_memory(arch, w.precision, s.kv_cache_precision, tp, pp, spread_at(n).peak,
+                base = inference_memory(arch, w.precision, s.kv_cache_precision, tp, pp, spread_at(n).peak,
                                         s.max_context_tokens, neuron, ep)
+                draft_weights, draft_kv = draft_memory_bytes(speculation, w.precision, s.kv_cache_precision, tp,
+                                                             spread_at(n).peak, s.max_context_tokens)
+                return dataclasses.replace(base, weights=base.weights + draft_weights, kv_cache=base.kv_cache + draft_kv)
 
             def targets_met(n: int) -> bool:
                 spread = spread_at(n)
