@@ -25,6 +25,7 @@ from planner.catalog import bundled  # noqa: E402
 from planner.expert_parallel import all_to_all_s, routed_expert_bytes  # noqa: E402
 from planner.memory import inference_memory  # noqa: E402
 from planner.presets import presets  # noqa: E402
+from planner.report import layout_text  # noqa: E402
 from planner.search import plan_workload  # noqa: E402
 from tests.conftest import workload  # noqa: E402
 
@@ -49,6 +50,8 @@ def test_deepseek_r1_across_p5_nodes_uses_expert_parallelism_not_pipeline_stages
             plan.layout.expert_parallel) == (2, 8, 1, 16)
     pp = _r1({"instance_types": ["p5.48xlarge"], "deploy_target": "ec2"}, {"pipeline_parallel": 2})
     assert pp.layout.pipeline_parallel == 2 and pp.layout.expert_parallel == 8
+    assert layout_text(plan).startswith("TP 8 × PP 1 × EP 16, 1 replica(s)")
+    assert layout_text(pp).startswith("TP 8 × PP 2, 1 replica(s)")
     # PP's two stages take turns each decode step; EP's two nodes read their halves of the experts at once
     assert plan.performance.inter_token_latency_s == pytest.approx(0.03847, rel=1e-3)
     assert pp.performance.inter_token_latency_s == pytest.approx(0.04719, rel=1e-3)
