@@ -142,3 +142,50 @@ def test_a_draft_with_another_vocabulary_is_refused(tmp_path):
                     "  serving: {speculative_draft: tiny-llama}\n")
     result = CliRunner().invoke(app, ["plan", str(spec)])
     assert result.exit_code == 2 and "speculative_draft: unknown preset" in result.output
+
+
+# --- Deployment of the new fleet ----------------------------------------------------------------------------
+
+import copy  # noqa: E402
+
+import botocore.session  # noqa: E402
+
+from tests.pulumi_harness import run_program, stack_config  # noqa: E402
+
+
+def test_sagemaker_hosting_matches_botocores_instance_type_enum():
+    enum = set(botocore.session.get_session().get_service_model("sagemaker")
+               .shape_for("ProductionVariantInstanceType").enum)
+    for t in bundled().instance_types:
+        assert t.sagemaker_hosting == (f"ml.{t.name}" in enum), t.name
+
+
+def _deploy(instance_type: str, kind: str, region: str = "us-east-1", precision: str = "bf16"):
+    cfg = copy.deepcopy(stack_config())
+    cfg["aws:region"] = region
+    if kind == "inference":
+        w = {"name": "svc", "kind": "inference", "precision": precision, "model": {"preset": "llama-3.1-8b"},
+             "serving": {"concurrent_requests": 4}, "constraints": {"instance_types": [instance_type]}}
+        cfg["gpuplan:deployments"] = {"svc": {"modelDataUrl": "s3://my-models/llama/"}}
+    else:
+        w = {"name": "trn", "kind": "training", "model": {"preset": "llama-3.1-8b"}, "training": {"tokens": 1e9},
+             "constraints": {"instance_types": [instance_type]}}
+        cfg["gpuplan:deployments"] = {}
+    cfg["gpuplan:workloads"] = [w]
+    rec = run_program(cfg)
+    return {str(v["instanceType"]) for r in rec.resources for v in r.inputs.get("productionVariants", [])} | \
+        {str(r.inputs["instanceType"]) for r in rec.resources if "instanceType" in r.inputs}
+
+
+@pytest.mark.parametrize("instance_type, kind, region, precision, expected", [
+    ("p6-b200.48xlarge", "inference", "us-east-1", "bf16", "ml.p6-b200.48xlarge"),
+    ("p6-b200.48xlarge", "training", "us-east-1", "bf16", "p6-b200.48xlarge"),
+    ("p6-b300.48xlarge", "inference", "us-west-2", "bf16", "ml.p6-b300.48xlarge"),
+    ("p6-b300.48xlarge", "training", "us-west-2", "bf16", "p6-b300.48xlarge"),
+    ("g7e.2xlarge", "inference", "us-east-1", "bf16", "ml.g7e.2xlarge"),
+    ("g7e.48xlarge", "training", "us-east-1", "bf16", "g7e.48xlarge"),
+])
+def test_each_priced_new_type_deploys_under_mocks(instance_type, kind, region, precision, expected):
+    """g6f is left out: SageMaker has no ml.g6f and this program serves on SageMaker only; trn2 and the
+    UltraServers carry no price, so nothing plans onto them without a catalog overlay."""
+    assert expected in _deploy(instance_type, kind, region, precision)
