@@ -168,12 +168,13 @@ def check(file: Path = FileArg, format: Format = typer.Option(Format.table, "--f
           calibration: Optional[Path] = CalibrationOpt) -> None:
     """Run the policy pack's rules on the plans offline; exit 1 on a mandatory violation."""
     from gpuplan.check import check_file, load_policy_config, render_markdown, render_text
-    from planner import load_workloads, plan_workloads
+    from planner import load_workloads, plan_workloads, shared_searches
 
     def build():
-        spec = load_workloads(file)
-        plans = calibrated(plan_workloads(spec), spec, calibration, file)
-        return check_file(file, load_policy_config(policy_config), spec, plans, strict=strict)
+        with shared_searches():  # the program under mocks plans the same shapes again: search each once
+            spec = load_workloads(file)
+            plans = calibrated(plan_workloads(spec), spec, calibration, file)
+            return check_file(file, load_policy_config(policy_config), spec, plans, strict=strict)
 
     report = guarded(build)
     render = {Format.json: lambda r: r.model_dump_json(indent=2) + "\n", Format.markdown: render_markdown,
@@ -342,6 +343,14 @@ def models() -> None:
     Console(width=120).print(table)
 
 
+def _no_price_here(t) -> str:
+    """Why the region shows no EC2 price: a recorded reason, or the regions that have one."""
+    if t.no_price_reason:
+        return "no price (below)"
+    priced = sorted(r for r, services in t.prices.items() if services.get("ec2"))
+    return f"only in {', '.join(priced)}" if priced else "-"
+
+
 @catalog_app.command("list")
 def catalog_list(catalog: Optional[Path] = CatalogOpt,
                  region: str = typer.Option("us-east-1", "--region", help="Region whose prices to show")) -> None:
@@ -363,7 +372,7 @@ def catalog_list(catalog: Optional[Path] = CatalogOpt,
         table.add_row(t.name, t.family, accel.name, str(t.accelerators_per_node), f"{accel.memory_mib / 1024:.1f}",
                       f"{t.inter_node_gbps:g}" if t.efa else "-", f"{ec2.on_demand:.4f}" if ec2 and ec2.on_demand else "-",
                       f"{sm.on_demand:.4f}" if sm and sm.on_demand else "-",
-                      (ec2.date or "-") if ec2 else ("no price (below)" if t.no_price_reason else "-"))
+                      (ec2.date or "-") if ec2 else _no_price_here(t))
     console = Console(width=140)
     console.print(table)
     for t in cat.instance_types:

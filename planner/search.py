@@ -237,7 +237,8 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
                             replicas=cand.replicas, batch_per_replica=cand.batch_per_replica,
                             sequences_in_flight=cand.sequences_in_flight, tensor_parallel_unit=accel.device_unit,
                             compiled_batch_size=cand.batch_per_replica if accel.is_neuron else None,
-                            n_positions=w.serving.max_context_tokens if accel.is_neuron else None)
+                            n_positions=w.serving.max_context_tokens if accel.is_neuron else None,
+                            expert_parallel=cand.tp * cand.ep if w.architecture.is_moe else None)
         if accel.is_neuron:
             warnings.append(f"Neuron compiles the model ahead of time for batch {cand.batch_per_replica} × "
                             f"{w.serving.max_context_tokens} positions at TP {cand.tp} NeuronCores; compiling "

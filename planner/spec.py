@@ -99,6 +99,11 @@ class Serving(_Section):
     # Expected share of each prompt already in the engine's prefix cache (shared system prompt, chat
     # history, few-shot examples): that part is not prefilled again (planner/prefix.py).
     prefix_hit_share: float = Field(default=0.0, ge=0, lt=1)
+    # Speculative decoding (planner/speculative.py): a draft preset sharing the target's vocabulary,
+    # tokens it proposes per step, and the share of them the target accepts (measure it on your traffic).
+    speculative_draft: str | None = Field(default=None, max_length=64)
+    speculative_tokens: int = Field(default=4, ge=1, le=16)
+    speculative_acceptance_rate: float = Field(default=0.7, gt=0, lt=1)
     hours_per_month: float = Field(default=730.0, gt=0, le=744)
     # Traffic, for the managed-API comparison: requests a day, and the busiest hour's rate over the
     # day's mean (2: an assumed day/night swing; set your own from the endpoint's metrics).
@@ -107,6 +112,8 @@ class Serving(_Section):
 
     @model_validator(mode="after")
     def _typical_request_fits(self) -> "Serving":
+        if self.speculative_draft is not None and self.speculative_draft not in presets():
+            raise ValueError(f"speculative_draft: unknown preset {shown(self.speculative_draft)} (see `gpuplan models`)")
         if self.prompt_tokens + self.output_tokens > self.max_context_tokens:
             raise ValueError(
                 f"prompt_tokens + output_tokens ({self.prompt_tokens + self.output_tokens}) exceeds "
@@ -169,6 +176,7 @@ class Layout(_Section):
     zero_stage: int | None = Field(default=None, ge=0, le=3)
     micro_batch: int | None = Field(default=None, gt=0, le=4096)
     replicas: int | None = Field(default=None, gt=0, le=10_000)
+    expert_parallel: int | None = Field(default=None, gt=0, le=4096)  # MoE serving: devices the experts spread over
 
 
 def _model_as_name(schema: dict) -> None:
@@ -204,10 +212,16 @@ class Workload(_Section):
     def _sections_match_kind(self) -> "Workload":
         pinned = self.layout.model_fields_set
         stray = sorted(pinned & ({"data_parallel", "zero_stage", "micro_batch"} if self.kind == "inference"
-                                 else {"replicas"}))
+                                 else {"replicas", "expert_parallel"}))
         if stray:
             what = "training" if self.kind == "inference" else "serving"
             raise ValueError(f"layout.{stray[0]} is a {what} setting and does not apply to kind {self.kind}")
+        draft = self.serving.speculative_draft if self.serving is not None else None
+        if draft is not None and presets()[draft].vocab_size != self.model._resolved.vocab_size:
+            raise ValueError(f"serving.speculative_draft: {draft} has vocabulary {presets()[draft].vocab_size:,}, the model "
+                             f"{self.model._resolved.vocab_size:,}; a draft must share the target's tokenizer")
+        if self.layout.expert_parallel and not self.model._resolved.is_moe:
+            raise ValueError(f"layout.expert_parallel applies to MoE models (experts > 1); this model is dense")
         if self.kind == "inference":
             if self.training is not None:
                 raise ValueError("training: is only for kind training or fine-tuning (this workload is inference)")

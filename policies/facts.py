@@ -36,6 +36,7 @@ class ServingFacts:
     precision: str | None
     memory_fraction: float | None
     problems: tuple[str, ...]  # environment values no engine would accept
+    kv_cache_precision: str | None = None  # the engine's KV cache dtype; None: the model's own (16-bit)
 
 
 def _positive_int(env: Mapping, key: str, problems: list[str]) -> int | None:
@@ -80,6 +81,24 @@ def _precision(env: Mapping, problems: list[str]) -> str | None:
     return DTYPES.get(str(dtype).lower()) if dtype else None
 
 
+# The KV cache dtype variables the engines read (engine-options.yaml: LMI/vLLM OPTION_KV_CACHE_DTYPE,
+# TGI KV_CACHE_DTYPE) and the values they document: vLLM --kv-cache-dtype {auto, fp8, fp8_e4m3, fp8_e5m2},
+# TGI --kv-cache-dtype {fp8_e4m3fn, fp8_e5m2}; auto keeps the model's dtype.
+KV_CACHE_DTYPE_VARS = ("OPTION_KV_CACHE_DTYPE", "KV_CACHE_DTYPE")
+KV_CACHE_DTYPES = {"auto": None, "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "fp8_e4m3fn": "fp8"}
+
+
+def _kv_precision(env: Mapping, problems: list[str]) -> str | None:
+    for key in KV_CACHE_DTYPE_VARS:
+        if key in env:
+            value = str(env[key]).lower()
+            if value not in KV_CACHE_DTYPES:
+                problems.append(f"{key}={str(env[key])[:40]!r} is not a KV cache dtype the engines document "
+                                f"({', '.join(KV_CACHE_DTYPES)})")
+            return KV_CACHE_DTYPES.get(value)
+    return None
+
+
 def serving_facts(environment: Mapping) -> ServingFacts:
     env = {str(k): v for k, v in environment.items()}
     problems: list[str] = []
@@ -100,7 +119,8 @@ def serving_facts(environment: Mapping) -> ServingFacts:
     return ServingFacts(model_id=model_id, preset=preset_sizing_model_id(model_id) if model_id else None, tp=tp,
                         pp=_positive_int(env, "OPTION_PIPELINE_PARALLEL_DEGREE", problems) or 1,
                         context_tokens=context, batch=batch, precision=_precision(env, problems),
-                        memory_fraction=_fraction(env, problems), problems=tuple(problems))
+                        memory_fraction=_fraction(env, problems), kv_cache_precision=_kv_precision(env, problems),
+                        problems=tuple(problems))
 
 
 def container_environment(model: Resource) -> Mapping | None:

@@ -85,6 +85,8 @@ def build(prices_csv: Path) -> dict:
                  "vcpus": vcpus, "memory_gib": mem, "inter_node_gbps": gbps, "efa": efa,
                  "network_cards": cards, "source": source, "source_date": source_date,
                  "prices": prices.get(name, {})}
+        if name in specs.get("no_sagemaker_hosting", []):
+            entry["sagemaker_hosting"] = False
         if name in specs.get("no_price", {}) and not entry["prices"]:
             entry["no_price_reason"] = specs["no_price"][name]
         instance_types.append(entry)
