@@ -438,3 +438,7 @@ def preflight(file: Path = FileArg, region: Optional[str] = RegionOpt, catalog: 
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

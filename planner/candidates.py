@@ -52,6 +52,7 @@ class Candidate:
     sequences_in_flight: int | None = None
     purchase: str = "on-demand"  # the option the objective was priced at
     wall_s: float | None = None  # training: time to finish under that option (spot: interruptions included)
+    storage_usd_per_hour: float = 0.0  # training: root volumes and FSx (planner/provisioned.py), in the objective
 
     @property
     def devices_per_copy(self) -> int:

@@ -64,6 +64,11 @@ def cost_lines(p: Plan) -> list[str]:
     if cost.usd_per_training_run is not None:
         lines.append(f"${cost.usd_per_training_run:,.0f} per training run")
     lines.append(f"price {cost.price_date}: {cost.price_source}")
+    if cost.provisioned and cost.instances_usd_per_hour is not None:
+        lines.append(f"of which instances ${cost.instances_usd_per_hour:,.2f}/h; provisioned with them:")
+        lines += [f"  {i.item}: {i.quantity} × {i.size_gib:,.0f} GiB at ${i.usd_per_gib_month:g}/GiB-month = "
+                  f"${i.usd_per_hour:,.2f}/h{' (estimated)' if i.price_estimated else ''}"
+                  f"{f'; {i.note}' if i.note else ''} (price {i.price_date}: {i.price_source})" for i in cost.provisioned]
     return lines
 
 

@@ -71,11 +71,15 @@ def test_auto_buys_spot_for_the_pretraining_run(catalog):
     # p5.48xlarge us-east-1: spot 13.2182, band 5-10%; Capacity Block 39.33; on-demand 55.04 (catalog)
     assert spot.usd_per_hour == pytest.approx(16 * 13.2182) and on_demand.usd_per_hour == pytest.approx(16 * 55.04)
     assert spot.wall_clock_s > on_demand.wall_clock_s == plan.performance.time_to_train_s
-    assert spot.usd_per_training_run == pytest.approx(16 * 13.2182 * spot.wall_clock_s / 3600)
-    assert plan.cost.usd_per_training_run == spot.usd_per_training_run
+    # the run also pays its 16 gp3 root volumes while it runs (issue 27: everything provisioned is priced)
+    [root] = plan.cost.provisioned
+    assert root.item == "EBS gp3 root volume per node" and root.quantity == 16
+    volumes_h = root.usd_per_hour
+    assert spot.usd_per_training_run == pytest.approx((16 * 13.2182 + volumes_h) * spot.wall_clock_s / 3600)
+    assert plan.cost.usd_per_training_run == pytest.approx(spot.usd_per_training_run)
     assert plan.performance.wall_clock_s == spot.wall_clock_s
     days = capacity_block_days(on_demand.wall_clock_s)
-    assert block.usd_per_training_run == pytest.approx(16 * 39.33 * 24 * days)
+    assert block.usd_per_training_run == pytest.approx(16 * 39.33 * 24 * days + volumes_h * block.wall_clock_s / 3600)
     assert "bought spot at" in plan.choice.reason and "capacity-block" in plan.choice.reason
     assert any("not guaranteed capacity" in w for w in plan.warnings)
 
