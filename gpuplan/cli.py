@@ -78,7 +78,9 @@ def calibrated(plans, spec, path: Optional[Path], file: Path):
 @app.command()
 def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--workload", help="Plan only this workload"),
          format: Format = typer.Option(Format.table, "--format", "-f"), catalog: Optional[Path] = CatalogOpt,
-         region: Optional[str] = RegionOpt, calibration: Optional[Path] = CalibrationOpt) -> None:
+         region: Optional[str] = RegionOpt, calibration: Optional[Path] = CalibrationOpt,
+         all_options: bool = typer.Option(False, "--all-options", help="List every purchase option, also commitments "
+                                          "that dwarf a training run (JSON always lists them)")) -> None:
     """Plan each workload: instance type, node count, layout, memory, performance and cost."""
     from gpuplan.check import validate_deployments
     from planner import load_workloads, plan_workloads
@@ -93,6 +95,9 @@ def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--w
             return calibrated(plan_workloads(spec, catalog, region, workload, advance), spec, calibration, file)
 
     plans = guarded(build)
+    if format != Format.json and not all_options:
+        from planner.noise import readable
+        plans = readable(plans)
     render = {Format.json: render_json, Format.markdown: render_markdown, Format.table: render_table}[format]
     sys.stdout.write(render(plans))
 

@@ -199,6 +199,8 @@ class Plan(BaseModel):
     cost: PlanCost
     engine: str | None = None
     max_context_tokens: int | None = None
+    training_method: str | None = None  # full, lora or qlora
+    lora_rank: int | None = None
     alternatives: list[Alternative] = Field(default_factory=list)
     rejected: list[Rejection] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)

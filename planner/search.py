@@ -230,7 +230,8 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
                         headroom_fraction=1 - required / accel.memory_bytes)
     warnings: list[str] = []
     if cand.price.estimated:
-        warnings.append(f"price is an estimate: {cand.price.source}")
+        # the source is on the plan's price line; said once
+        warnings.append(f"price is an estimate: {cand.price.source.split('; EC2 price from')[0]}")
     warnings += vintage_warnings
     if w.kind == "inference":
         aggregate = cand.output_tokens_per_s
@@ -294,6 +295,8 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
                 choice=choice, layout=layout, memory=memory, performance=performance, cost=cost,
                 engine=engine_for(w, accel.vendor) if w.kind == "inference" else None,
                 max_context_tokens=w.serving.max_context_tokens if w.kind == "inference" else None,
+                training_method=w.training.method if w.kind != "inference" else None,
+                lora_rank=w.training.lora_rank if w.kind != "inference" and w.training.method != "full" else None,
                 alternatives=[_alternative(c, cand, w, hours) for c in alternatives], rejected=rejected, warnings=warnings,
                 purchase_options=purchases, storage=storage_section(w, cand) if w.kind != "inference" else None,
                 rent_vs_buy=rent_vs_buy(catalog, catalog.instance(cand.itype.name), cand.nodes, purchases)))
