@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from planner.buying import purchase_reason, purchase_table, storage_section
 from planner.candidates import Candidate, Miss
+from planner.host_memory import host_memory_miss
 from planner.managed import compare_managed
 from planner.ownership import rent_vs_buy
 from planner.provisioned import priced
@@ -148,6 +149,9 @@ def search_types(w: Workload, catalog: Catalog, target: str,
             collect.extend(c for c in pool if budget is None or c.usd_per_hour * _hours(w) <= budget)
         if isinstance(found, Miss):
             misses[itype.name] = found
+            continue
+        if host := host_memory_miss(w, found):
+            misses[itype.name] = host
             continue
         monthly = found.usd_per_hour * _hours(w)
         if budget is not None and monthly > budget:
