@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from planner.candidates import Candidate
 from planner.catalog import Catalog
 from planner.plan import Plan
+from planner.defaults import interactive_defaults
 from planner.search import build_plan, checked_target, raise_infeasible, search_types
 from planner.spec import Workload
 
@@ -54,6 +55,7 @@ def non_dominated(pool: list[Candidate], w: Workload) -> list[Candidate]:
 
 
 def frontier(w: Workload, catalog: Catalog) -> Frontier:
+    w, _ = interactive_defaults(w)  # the targets the plan is held to, marked on the chart
     target = checked_target(w, catalog)
     feasible, misses = search_types(w, catalog, target)
     if not feasible:

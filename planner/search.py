@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from planner.buying import purchase_reason, purchase_table, storage_section
 from planner.candidates import Candidate, Miss
+from planner.defaults import interactive_defaults
 from planner.host_memory import host_memory_miss
 from planner.managed import compare_managed
 from planner.ownership import rent_vs_buy
@@ -80,13 +81,17 @@ def _type_gate(w: Workload, itype: InstanceType, catalog: Catalog, target: str) 
 
 
 def plan_workload(w: Workload, catalog: Catalog) -> Plan:
+    w, defaulted = interactive_defaults(w)
     target = checked_target(w, catalog)
     feasible, misses = search_types(w, catalog, target)
     if not feasible:
         raise_infeasible(w, misses)
     feasible.sort(key=lambda cand: cand.rank_key)
     chosen = feasible[0]
-    return build_plan(w, chosen, catalog, target, feasible[1:1 + ALTERNATIVES], misses, feasible[1 + ALTERNATIVES:])
+    plan = build_plan(w, chosen, catalog, target, feasible[1:1 + ALTERNATIVES], misses, feasible[1 + ALTERNATIVES:])
+    if defaulted:
+        plan.warnings.insert(0, defaulted)
+    return plan
 
 
 def checked_target(w: Workload, catalog: Catalog) -> str:
