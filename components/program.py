@@ -25,6 +25,7 @@ from components.config import Deployment, read_deployments, read_stack_settings
 from planner import InfeasibleError, SpecError, plan_workloads
 from planner import catalog as catalog_mod
 from planner.paths import overlay_path
+from planner import provisioned
 from planner.spec import (STACK_CATALOG_KEY, STACK_DOCUMENT_KEYS, STACK_KEY, STACK_REGION_KEY, parse_workloads,
                           stack_document)
 from planner.tags import plan_tags, tag_value_problem
@@ -87,6 +88,9 @@ def main() -> None:
     summaries = {}
     for workload, plan in zip(spec.workloads, plans.plans):
         deploy = deployments[workload.name]
+        if deploy.fsx is not None and plan.kind != "inference":  # the deployment's override is priced too
+            plan = provisioned.priced(plan, fsx=deploy.fsx)
+            plans.plans[[p.workload for p in plans.plans].index(plan.workload)] = plan
         key = f"gpuplan:deployments.{workload.name}"
         tags = plan_tags(plan, workload, environment)
         for tag, value in tags.items():

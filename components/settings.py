@@ -7,6 +7,8 @@ import math
 from functools import cache
 from importlib import resources
 
+
+from planner import provisioned
 from planner.engines import engine_table
 from planner.plan import Plan
 from planner.yamlsafe import load_text
@@ -17,7 +19,7 @@ DOWNLOAD_BYTES_PER_S = 100e6
 MIN_TIMEOUT_S, MAX_TIMEOUT_S = 600, 3600
 # Families (as the instance type's name spells them) whose instances carry local NVMe: SageMaker
 # rejects VolumeSizeInGB for them.
-NVME_FAMILIES = {"g5", "g6", "g6e", "p4d", "p4de", "p5", "p5e", "p5en", "trn1", "trn1n"}
+NVME_FAMILIES = provisioned.NVME_FAMILIES
 
 
 @cache
@@ -165,14 +167,12 @@ def startup_timeout_s(plan: Plan) -> int:
 
 
 def volume_size_gb(plan: Plan) -> int | None:
-    """Room for the model twice over (download and unpacked copy); None where SageMaker forbids it."""
-    if plan.choice.instance_type.split(".")[0] in NVME_FAMILIES:
-        return None
+    """Room for the model twice over (planner/provisioned.py, which prices it); None where SageMaker forbids it."""
     weights = plan.memory.per_device_bytes["weights"] * plan.layout.tensor_parallel * plan.layout.pipeline_parallel
-    return int(min(512, max(30, math.ceil(2 * weights / 1e9) + 10)))
+    return provisioned.ml_volume_gb(plan.choice.instance_type, weights)
 
 
 def root_volume_gb(plan: Plan) -> int:
-    """Root volume for the DLAMI plus one full checkpoint's model states per node."""
-    states = sum(plan.memory.per_device_bytes[k] for k in ("weights", "gradients", "optimizer"))
-    return int(min(16384, max(200, math.ceil(states * plan.choice.accelerators_per_node / 1e9) + 150)))
+    """Root volume for the DLAMI plus one full checkpoint's model states per node (planner/provisioned.py)."""
+    return provisioned.root_volume_gb(provisioned.states_per_device(plan),
+                                      plan.choice.devices_per_node or plan.choice.accelerators_per_node)

@@ -12,10 +12,10 @@ import pulumi_aws as aws
 from components import settings
 from planner.catalog import InstanceType
 from planner.plan import Plan
+from planner.provisioned import FSX_BACKUP_DAYS
 
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
 FSX_MOUNT_POINT = "/fsx"
-FSX_BACKUP_DAYS = 7
 # Families whose EFA does GPU-direct RDMA (EFA docs: P4d, P4de, P5*, Trn1*); on G families EFA moves
 # bytes through host memory, so FI_EFA_USE_DEVICE_RDMA must stay unset there.
 RDMA_FAMILIES = {"p4d", "p4de", "p5", "p5e", "p5en", "trn1", "trn1n"}

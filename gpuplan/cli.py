@@ -104,7 +104,9 @@ def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--w
          format: PlanFormat = typer.Option(PlanFormat.table, "--format", "-f",
                                            help=f"{FORMAT_HELP}, or summary (one line per workload)"),
          catalog: Optional[Path] = CatalogOpt, region: Optional[str] = RegionOpt,
-         calibration: Optional[Path] = CalibrationOpt) -> None:
+         calibration: Optional[Path] = CalibrationOpt,
+         all_options: bool = typer.Option(False, "--all-options", help="List every purchase option, also commitments "
+                                          "that dwarf a training run (JSON always lists them)")) -> None:
     """Plan each workload: instance type, node count, layout, memory, performance and cost."""
     from gpuplan.check import check_tags, validate_deployments
     from planner import load_workloads, plan_workloads
@@ -124,6 +126,9 @@ def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--w
         return calibrated(planned, spec, calibration, file)
 
     plans = guarded(build)
+    if format != PlanFormat.json and not all_options:
+        from planner.noise import readable
+        plans = readable(plans)
     render = {PlanFormat.json: render_json, PlanFormat.markdown: render_markdown, PlanFormat.table: render_table,
               PlanFormat.summary: render_summary}[format]
     sys.stdout.write(render(plans))

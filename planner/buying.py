@@ -39,7 +39,9 @@ def purchase_table(w: Workload, cand: Candidate, catalog: Catalog, target: str) 
             out.append(PurchaseOption(note=q, meets_deadline=False, **common))
             continue
         deadline = w.training.deadline_hours
-        out.append(PurchaseOption(usd_per_training_run=q.usd_per_run, wall_clock_s=q.wall_s,
+        # the run's figure covers its root volumes and FSx too (they accrue as the run does); $/h is the nodes'
+        out.append(PurchaseOption(usd_per_training_run=q.usd_per_run + cand.storage_usd_per_hour * q.wall_s / 3600,
+                                  wall_clock_s=q.wall_s,
                                   meets_deadline=None if not deadline else q.wall_s <= deadline * 3600,
                                   note=q.note, **common))
     # pay-as-you-go first, then commitments (whose per-run figure assumes other work fills the term)

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from planner.candidates import Candidate
 from planner.catalog import Catalog
 from planner.plan import Plan
+from planner.defaults import interactive_defaults
 from planner.search import build_plan, checked_target, raise_infeasible, search_types
 from planner.spec import Workload
 
@@ -83,6 +84,7 @@ def corrected_points(w: Workload, pool: list[Candidate], catalog: Catalog, targe
 
 def frontier(w: Workload, catalog: Catalog, correct: Callable[[Plan], Plan] | None = None) -> Frontier:
     """`correct`: applied to every point's plan (a calibration), the one place a frontier is corrected."""
+    w, _ = interactive_defaults(w)  # the targets the plan is held to, marked on the chart
     target = checked_target(w, catalog)
     feasible, misses = search_types(w, catalog, target)
     if not feasible:

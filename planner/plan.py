@@ -60,8 +60,21 @@ class PlanPerformance(BaseModel):
     bound: str
 
 
+class ProvisionedCost(BaseModel):
+    """One thing the program provisions beside the instances, and what AWS bills for it."""
+    item: str
+    quantity: int
+    size_gib: float
+    usd_per_gib_month: float
+    usd_per_hour: float  # all `quantity` of them
+    price_source: str
+    price_date: str
+    price_estimated: bool = False
+    note: str = ""
+
+
 class PlanCost(BaseModel):
-    usd_per_hour: float
+    usd_per_hour: float  # instances and everything provisioned with them (provisioned)
     usd_per_month: float
     hours_per_month: float
     usd_per_million_output_tokens: float | None = None
@@ -69,6 +82,9 @@ class PlanCost(BaseModel):
     price_source: str
     price_date: str
     price_estimated: bool = False
+    instances_usd_per_hour: float | None = None  # the instances alone
+    instances_usd_per_training_run: float | None = None
+    provisioned: list[ProvisionedCost] = Field(default_factory=list)
 
 
 class PurchaseOption(BaseModel):
@@ -184,6 +200,8 @@ class Plan(BaseModel):
     cost: PlanCost
     engine: str | None = None
     max_context_tokens: int | None = None
+    training_method: str | None = None  # full, lora or qlora
+    lora_rank: int | None = None
     alternatives: list[Alternative] = Field(default_factory=list)
     rejected: list[Rejection] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)

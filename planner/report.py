@@ -11,6 +11,7 @@ from rich.table import Table
 
 from planner.buying_report import managed_lines, markdown_sections, purchase_rows, rent_lines, storage_lines
 from planner.mdsafe import md_code, md_text
+from planner.noise import grouped_rejections, method_text
 from planner.plan import Plan, PlanSet
 from planner.units import GIB
 
@@ -58,6 +59,11 @@ def performance_lines(p: Plan) -> list[str]:
             f"time to train {perf.time_to_train_s / 3600:,.1f} h", f"bound by {perf.bound}"]
 
 
+def _kind(p: Plan) -> str:
+    method = method_text(p)
+    return f"{p.kind}, {method}" if method else p.kind
+
+
 def cost_lines(p: Plan) -> list[str]:
     cost = p.cost
     lines = [f"${cost.usd_per_hour:,.2f}/h, ${cost.usd_per_month:,.0f}/month ({cost.hours_per_month:g} h)"]
@@ -66,6 +72,11 @@ def cost_lines(p: Plan) -> list[str]:
     if cost.usd_per_training_run is not None:
         lines.append(f"${cost.usd_per_training_run:,.0f} per training run")
     lines.append(f"price {cost.price_date}: {cost.price_source}")
+    if cost.provisioned and cost.instances_usd_per_hour is not None:
+        lines.append(f"of which instances ${cost.instances_usd_per_hour:,.2f}/h; provisioned with them:")
+        lines += [f"  {i.item}: {i.quantity} × {i.size_gib:,.0f} GiB at ${i.usd_per_gib_month:g}/GiB-month = "
+                  f"${i.usd_per_hour:,.2f}/h{' (estimated)' if i.price_estimated else ''}"
+                  f"{f'; {i.note}' if i.note else ''} (price {i.price_date}: {i.price_source})" for i in cost.provisioned]
     return lines
 
 
@@ -92,7 +103,7 @@ def render_markdown(plans: PlanSet) -> str:
     instance-type names, overlay sources, messages quoting them) goes through md_text or md_code."""
     out: list[str] = []
     for p in plans.plans:
-        out += [f"## {md_text(p.workload)} ({p.kind}, {md_text(p.model.name)}, {p.model.precision})", "",
+        out += [f"## {md_text(p.workload)} ({_kind(p)}, {md_text(p.model.name)}, {p.model.precision})", "",
                 f"**{md_text(headline(p))}**: {layout_text(p)}", "", f"Why: {md_text(p.choice.reason)}", ""]
         out += [f"- {md_text(line)}" for line in performance_lines(p) + cost_lines(p)]
         out += ["", "| memory per device | GiB |", "|---|---:|"]
@@ -108,7 +119,11 @@ def render_markdown(plans: PlanSet) -> str:
         if p.warnings:
             out += [f"> ⚠ {md_text(w)}" for w in p.warnings] + [""]
         out += ["<details><summary>rejected instance types</summary>", ""]
-        out += [f"- {md_code(r.instance_type)}: {md_text(r.reason)}" for r in p.rejected]
+        for reason, types in grouped_rejections(p.rejected):
+            out.append(f"- {md_code(types[0])}: {md_text(reason)}" if len(types) == 1 else
+                       f"- {len(types)} types {md_text(reason)}: " + ", ".join(md_code(t) for t in types)
+                       if reason.startswith("outside ") else
+                       f"- {len(types)} types: {md_text(reason)}: " + ", ".join(md_code(t) for t in types))
         out += ["", "</details>", ""]
     return "\n".join(out)
 
@@ -117,7 +132,7 @@ def render_table(plans: PlanSet, width: int = 120) -> str:
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, force_terminal=False, color_system=None)
     for p in plans.plans:
-        console.print(f"[bold]{p.workload}[/bold] ({p.kind}, {p.model.name}, {p.model.precision})")
+        console.print(f"[bold]{p.workload}[/bold] ({_kind(p)}, {p.model.name}, {p.model.precision})")
         console.print(f"  {headline(p)}")
         console.print(f"  {layout_text(p)}")
         console.print(f"  why: {p.choice.reason}", highlight=False)

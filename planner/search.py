@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from planner.buying import purchase_reason, purchase_table, storage_section
 from planner.candidates import Candidate, Miss
+from planner.defaults import interactive_defaults
+from planner.host_memory import host_memory_miss
 from planner.managed import compare_managed
 from planner.ownership import rent_vs_buy
+from planner.provisioned import priced
 from planner.catalog import Catalog, InstanceType
 from planner.cost import HourlyPrice, deploy_target, price_book, price_vintage_notes, purchase_options, usd_per_million_tokens
 from planner.errors import InfeasibleError, NearMiss, SpecError
@@ -78,13 +81,17 @@ def _type_gate(w: Workload, itype: InstanceType, catalog: Catalog, target: str) 
 
 
 def plan_workload(w: Workload, catalog: Catalog) -> Plan:
+    w, defaulted = interactive_defaults(w)
     target = checked_target(w, catalog)
     feasible, misses = search_types(w, catalog, target)
     if not feasible:
         raise_infeasible(w, misses)
     feasible.sort(key=lambda cand: cand.rank_key)
     chosen = feasible[0]
-    return build_plan(w, chosen, catalog, target, feasible[1:1 + ALTERNATIVES], misses, feasible[1 + ALTERNATIVES:])
+    plan = build_plan(w, chosen, catalog, target, feasible[1:1 + ALTERNATIVES], misses, feasible[1 + ALTERNATIVES:])
+    if defaulted:
+        plan.warnings.insert(0, defaulted)
+    return plan
 
 
 def checked_target(w: Workload, catalog: Catalog) -> str:
@@ -147,6 +154,9 @@ def search_types(w: Workload, catalog: Catalog, target: str,
             collect.extend(c for c in pool if budget is None or c.usd_per_hour * _hours(w) <= budget)
         if isinstance(found, Miss):
             misses[itype.name] = found
+            continue
+        if host := host_memory_miss(w, found):
+            misses[itype.name] = host
             continue
         monthly = found.usd_per_hour * _hours(w)
         if budget is not None and monthly > budget:
@@ -229,7 +239,8 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
                         headroom_fraction=1 - required / accel.memory_bytes)
     warnings: list[str] = []
     if cand.price.estimated:
-        warnings.append(f"price is an estimate: {cand.price.source}")
+        # the source is on the plan's price line; said once
+        warnings.append(f"price is an estimate: {cand.price.source.split('; EC2 price from')[0]}")
     warnings += vintage_warnings
     if w.kind == "inference":
         aggregate = cand.output_tokens_per_s
@@ -264,7 +275,8 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
                                       model_flops_utilization=perf.model_flops_utilization, time_to_train_s=ttt,
                                       wall_clock_s=cand.wall_s, bound=perf.bound)
         cost = PlanCost(usd_per_hour=cand.usd_per_hour, usd_per_month=cand.usd_per_hour * hours, hours_per_month=hours,
-                        usd_per_training_run=cand.objective, price_source=cand.price.source,
+                        usd_per_training_run=cand.objective - cand.storage_usd_per_hour * (cand.wall_s or ttt) / 3600,
+                        price_source=cand.price.source,
                         price_date=cand.price.date, price_estimated=cand.price.estimated)
         asked = global_batch_sequences(w)
         if perf.tokens_per_step != asked * t.sequence_length:
@@ -286,17 +298,21 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
     rejected = [Rejection(instance_type=name, reason=m.reason) for name, m in misses.items()]
     rejected += [Rejection(instance_type=c.itype.name, reason=f"feasible but {why_not(c, cand, w.kind)}")
                  for c in also_feasible]
-    return Plan(workload=w.name, kind=w.kind,
+    plan = priced(Plan(workload=w.name, kind=w.kind,
                 model=ModelSummary(name=w.model.preset or "custom", params=arch.params,
                                    active_params=arch.params_per_token, precision=w.precision,
                                    kv_cache_precision=w.serving.kv_cache_precision if w.kind == "inference" else None),
                 choice=choice, layout=layout, memory=memory, performance=performance, cost=cost,
                 engine=engine_for(w, accel.vendor) if w.kind == "inference" else None,
                 max_context_tokens=w.serving.max_context_tokens if w.kind == "inference" else None,
+                training_method=w.training.method if w.kind != "inference" else None,
+                lora_rank=w.training.lora_rank if w.kind != "inference" and w.training.method != "full" else None,
                 alternatives=[_alternative(c, cand, w, hours) for c in alternatives], rejected=rejected, warnings=warnings,
                 purchase_options=purchases, storage=storage_section(w, cand) if w.kind != "inference" else None,
-                managed=compare_managed(w, cand.usd_per_hour, cand.output_tokens_per_s) if w.kind == "inference" else None,
-                rent_vs_buy=rent_vs_buy(catalog, catalog.instance(cand.itype.name), cand.nodes, purchases))
+                rent_vs_buy=rent_vs_buy(catalog, catalog.instance(cand.itype.name), cand.nodes, purchases)))
+    if w.kind == "inference":  # the self-hosted floor with its volumes (priced above)
+        plan.managed = compare_managed(w, plan.cost.usd_per_hour, cand.output_tokens_per_s)
+    return plan
 
 
 def _alternative(c: Candidate, chosen: Candidate, w: Workload, hours: float) -> Alternative:
@@ -308,6 +324,7 @@ def _alternative(c: Candidate, chosen: Candidate, w: Workload, hours: float) -> 
         extra.update(time_to_train_s=ttt, usd_per_training_run=c.objective)
     return Alternative(instance_type=c.itype.name, nodes=c.nodes, tensor_parallel=c.tp, pipeline_parallel=c.pp,
                        data_parallel=c.dp, replicas=c.replicas, required_per_device_bytes=c.memory.total,
-                       usd_per_hour=c.usd_per_hour, usd_per_month=c.usd_per_hour * hours,
+                       usd_per_hour=c.usd_per_hour + c.storage_usd_per_hour,
+                       usd_per_month=(c.usd_per_hour + c.storage_usd_per_hour) * hours,
                        ranked_by=ranking_unit(w.kind)[0], ranking_usd=c.objective, reason=why_not(c, chosen, w.kind),
                        **extra)

@@ -10,6 +10,7 @@ from planner.candidates import Candidate, Miss, memory_miss, pinned_tp_miss, ten
 from planner.catalog import Accelerator, InstanceType
 from planner.cost import HourlyPrice
 from planner.memory import TrainingSetup, training_memory
+from planner.provisioned import fsx_usd_per_hour, root_volumes_usd_per_hour
 from planner.purchase import RunQuote, interruptions_per_month, training_quote
 from planner.storage import FSX_MAX_GIB, StoragePlan, plan_storage, storage_refusal
 from planner.training_time import (VIRTUAL_PIPELINE_STAGES, TrainingLayout, model_flops_per_token, training_step,
@@ -55,6 +56,16 @@ def run_storage(w: Workload, tokens_per_s: float, nodes: int) -> StoragePlan:
                         lora_rank=t.lora_rank, tokens=t.tokens, tokens_per_s=tokens_per_s, nodes=nodes,
                         dataset_format=t.dataset_format, checkpoint_interval_s=t.checkpoint_interval_minutes * 60,
                         max_checkpoint_share=t.max_checkpoint_share, region=w.constraints.region)
+
+
+def run_storage_usd_per_hour(w: Workload, storage: StoragePlan, mem, devices_per_node: int, nodes: int) -> float:
+    """What the run provisions beside its instances, per hour (planner/provisioned.py): a gp3 root volume
+    per node, and FSx for Lustre with its backups when S3 streaming cannot carry the run."""
+    region = w.constraints.region
+    hourly = root_volumes_usd_per_hour(mem.weights + mem.gradients + mem.optimizer, devices_per_node, nodes, region)
+    if storage.recommendation == "fsx":
+        hourly += fsx_usd_per_hour(storage.fsx.usd_per_month, storage.dataset_bytes, storage.checkpoint_bytes, region)
+    return hourly
 
 
 def run_quotes(w: Workload, book: dict[str, HourlyPrice], nodes: int, train_s: float,
@@ -170,8 +181,10 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
                                 fastest.wall_s / (t.deadline_hours * 3600), stage=2).nearer(miss)
                     continue
                 quote = in_time[0]
+                storage_h = run_storage_usd_per_hour(w, storage, mem, itype.accelerators_per_node, nodes)
                 cand = Candidate(itype, accel, book[quote.purchase], nodes, tp, pp, dp, 1, mem, usable, est,
-                                 nodes * quote.usd_per_instance_hour, quote.usd_per_run, zero=layout[0],
+                                 nodes * quote.usd_per_instance_hour, quote.usd_per_run + storage_h * quote.wall_s / 3600,
+                                 storage_usd_per_hour=storage_h, zero=layout[0],
                                  micro_batch=layout[1], microbatches=layout[2], checkpointing=layout[3],
                                  purchase=quote.purchase, wall_s=quote.wall_s)
                 improved = best is None or cand.rank_key < best.rank_key

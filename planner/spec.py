@@ -95,6 +95,8 @@ class Serving(_Section):
     target_output_tokens_per_s: float | None = Field(default=None, gt=0, le=1e9)
     max_time_to_first_token_ms: float | None = Field(default=None, gt=0, le=3.6e6)
     max_inter_token_latency_ms: float | None = Field(default=None, gt=0, le=3.6e6)
+    # interactive: with no latency target, planner/defaults.py holds the plan to interactive ones; batch: none
+    mode: Literal["interactive", "batch"] = "interactive"
     kv_cache_precision: Literal["fp32", "bf16", "fp16", "fp8", "int8"] = "fp16"
     # Expected share of each prompt already in the engine's prefix cache (shared system prompt, chat
     # history, few-shot examples): that part is not prefilled again (planner/prefix.py).

@@ -71,11 +71,15 @@ def test_auto_buys_spot_for_the_pretraining_run(catalog):
     # p5.48xlarge us-east-1: spot 13.2182, band 5-10%; Capacity Block 39.33; on-demand 55.04 (catalog)
     assert spot.usd_per_hour == pytest.approx(16 * 13.2182) and on_demand.usd_per_hour == pytest.approx(16 * 55.04)
     assert spot.wall_clock_s > on_demand.wall_clock_s == plan.performance.time_to_train_s
-    assert spot.usd_per_training_run == pytest.approx(16 * 13.2182 * spot.wall_clock_s / 3600)
-    assert plan.cost.usd_per_training_run == spot.usd_per_training_run
+    # the run also pays its 16 gp3 root volumes while it runs (issue 27: everything provisioned is priced)
+    [root] = plan.cost.provisioned
+    assert root.item == "EBS gp3 root volume per node" and root.quantity == 16
+    volumes_h = root.usd_per_hour
+    assert spot.usd_per_training_run == pytest.approx((16 * 13.2182 + volumes_h) * spot.wall_clock_s / 3600)
+    assert plan.cost.usd_per_training_run == pytest.approx(spot.usd_per_training_run)
     assert plan.performance.wall_clock_s == spot.wall_clock_s
     days = capacity_block_days(on_demand.wall_clock_s)
-    assert block.usd_per_training_run == pytest.approx(16 * 39.33 * 24 * days)
+    assert block.usd_per_training_run == pytest.approx(16 * 39.33 * 24 * days + volumes_h * block.wall_clock_s / 3600)
     assert "bought spot at" in plan.choice.reason and "capacity-block" in plan.choice.reason
     assert any("not guaranteed capacity" in w for w in plan.warnings)
 
@@ -195,7 +199,9 @@ def _serving(preset="llama-3-8b", **serving):
 
 
 def test_break_even_is_the_floor_over_the_managed_bill(catalog):
-    plan = plan_workload(_serving(requests_per_day=20000), catalog)
+    # 64 requests in flight: a floor whose capacity reaches the break-even (at 16, inf2.xlarge was that floor
+    # until its 16 GiB of host memory was found unable to load the 8B model, issue 27)
+    plan = plan_workload(_serving(requests_per_day=20000, concurrent_requests=64), catalog)
     m = plan.managed
     price = managed_prices()["models"]["llama-3-8b"]["regions"]["us-east-1"]
     per_request = (512 * price["usd_per_million_input_tokens"] + 256 * price["usd_per_million_output_tokens"]) / 1e6
@@ -205,7 +211,8 @@ def test_break_even_is_the_floor_over_the_managed_bill(catalog):
     assert m.break_even_requests_per_day == pytest.approx(floor / (730 / 24 * per_request))
     assert m.managed_usd_per_month == pytest.approx(20000 * 730 / 24 * per_request)
     assert m.cheaper == ("self-hosted" if 20000 > m.break_even_requests_per_day else "managed")
-    busy = plan_workload(_serving(requests_per_day=m.break_even_requests_per_day * 1.2), catalog).managed
+    busy = plan_workload(_serving(requests_per_day=m.break_even_requests_per_day * 1.2, concurrent_requests=64),
+                         catalog).managed
     assert busy.cheaper == "self-hosted"
 
 

@@ -7,6 +7,8 @@ import shutil
 import subprocess
 
 import pytest
+
+from planner.catalog import bundled
 import yaml
 from typer.testing import CliRunner
 
@@ -50,7 +52,7 @@ def test_changed_workload_numbers():
     assert data["training_usd_per_run"]["change"] == 0
     assert data["policies"]["passed"] is True
     markdown = cost("head_changed.yaml").output
-    assert markdown.startswith(MARKER + "\n### 💰 gpuplan: Serving +$50,091/month (+96.7%) · Training runs unchanged at $16")
+    assert markdown.startswith(MARKER + "\n### 💰 gpuplan: Serving +$50,091/month (+96.7%) · Training runs unchanged at $17")
     assert "```mermaid\nxychart-beta" in markdown and "<details><summary>Full plans (head)</summary>" in markdown
 
 
@@ -64,7 +66,7 @@ def test_added_and_removed_are_marked():
 
 def test_no_change_and_skip_no_diff():
     unchanged = cost("base.yaml")
-    assert "Cost unchanged: serving $51,789/month · training runs $16" in unchanged.output
+    assert "Cost unchanged: serving $51,789/month · training runs $17" in unchanged.output
     quiet = cost("base.yaml", "--skip-no-diff")
     assert quiet.exit_code == 0 and quiet.output == ""
     assert cost("head_changed.yaml", "--skip-no-diff").output.startswith(MARKER)
@@ -150,7 +152,10 @@ def test_base_ref_plans_the_base_with_the_base_overlay(tmp_path):
     assert result.exit_code == 0, result.output
     row = json.loads(result.output)["workloads"][0]
     assert row["status"] == "changed"
-    assert row["after_usd"] / row["before_usd"] == pytest.approx(12.0 / 10.0, rel=1e-9)
+    # the instance's $2/h more (× the SageMaker estimate's markup) for 730 h; its SageMaker ML storage volume
+    # (priced too, issue 27) is unchanged
+    markup, _ = bundled().sagemaker_markup
+    assert row["after_usd"] - row["before_usd"] == pytest.approx((12.0 - 10.0) * markup * 730, rel=1e-6)
 
 
 def test_a_base_that_cannot_be_planned_is_a_note_named_at_the_ref(tmp_path):

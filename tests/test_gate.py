@@ -31,7 +31,8 @@ def _a10g(**changes) -> dict:
 def _stack_70b_on_g5(tmp_path, overlay: dict | None) -> str:
     config = {"aws:region": "us-east-1", "gpuplan:environment": "staging",
               "gpuplan:workloads": [{"name": "big", "kind": "inference", "model": {"preset": "llama-3.1-70b"},
-                                     "serving": {"max_context_tokens": 4096, "concurrent_requests": 1},
+                                     "serving": {"max_context_tokens": 4096, "concurrent_requests": 1,
+                                                 "mode": "batch"},  # no latency defaults: the forged memory alone decides
                                      "constraints": {"instance_types": ["g5.xlarge"]}}],
               "gpuplan:deployments": {"big": {"hfModelId": "meta-llama/Llama-3.1-70B-Instruct"}}}
     if overlay is not None:
