@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from planner.bands import slow_factor
 from planner.candidates import Candidate, Miss, memory_miss, pinned_tp_miss, tensor_parallel_options
 from planner.catalog import Accelerator, InstanceType
 from planner.cost import HourlyPrice
@@ -123,10 +124,13 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
             def targets_met(n: int) -> bool:
                 spread = spread_at(n)
                 e = estimate(spread.peak)  # the busiest replica sets the latencies
-                return ((s.target_output_tokens_per_s is None
-                         or aggregate_tokens_per_s(spread, estimate, neuron) >= s.target_output_tokens_per_s)
-                        and (s.max_time_to_first_token_ms is None or e.time_to_first_token_s * 1e3 <= s.max_time_to_first_token_ms)
-                        and (s.max_inter_token_latency_ms is None or e.inter_token_latency_s * 1e3 <= s.max_inter_token_latency_ms))
+                slow = _slow_factors(w, neuron)
+                return ((s.target_output_tokens_per_s is None or aggregate_tokens_per_s(spread, estimate, neuron)
+                         / slow["serving tokens/s"] >= s.target_output_tokens_per_s)
+                        and (s.max_time_to_first_token_ms is None
+                             or e.time_to_first_token_s * 1e3 * slow["TTFT"] <= s.max_time_to_first_token_ms)
+                        and (s.max_inter_token_latency_ms is None
+                             or e.inter_token_latency_s * 1e3 * slow["ITL"] <= s.max_inter_token_latency_ms))
 
             # Search in units of `step` nodes, up to the point where every request has its own replica.
             def units_for(replicas: int) -> int:
@@ -159,7 +163,7 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
             if good is None:
                 spread = spread_at(hi * step)
                 miss = _target_miss(w, estimate(spread.peak), aggregate_tokens_per_s(spread, estimate, neuron), hi * step,
-                                    tp, pp).nearer(miss)
+                                    tp, pp, neuron).nearer(miss)
                 continue
             def candidate_at(nodes: int) -> Candidate:
                 spread = spread_at(nodes)
@@ -180,16 +184,26 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
     return miss or Miss("no layout of this type fits the pins in layout:")
 
 
-def _target_miss(w: Workload, e: ServingEstimate, aggregate: float, nodes: int, tp: int, pp: int) -> Miss:
+def _slow_factors(w: Workload, neuron: bool) -> dict[str, float]:
+    """The band's slow edge over the estimate per serving metric (1 under confidence: expected)."""
+    platform = "neuron" if neuron else "gpu"
+    return {m: slow_factor(platform, m, w.constraints.confidence) for m in ("serving tokens/s", "TTFT", "ITL")}
+
+
+def _target_miss(w: Workload, e: ServingEstimate, aggregate: float, nodes: int, tp: int, pp: int,
+                 neuron: bool = False) -> Miss:
     s = w.serving
-    at = f"at {nodes} node(s), TP {tp} × PP {pp}"
-    if s.max_time_to_first_token_ms and e.time_to_first_token_s * 1e3 > s.max_time_to_first_token_ms:
-        got = e.time_to_first_token_s * 1e3
+    slow = _slow_factors(w, neuron)
+    edge = " (likely: the 80% band's slow edge)" if w.constraints.confidence == "likely" else ""
+    at = f"at {nodes} node(s), TP {tp} × PP {pp}{edge}"
+    got = e.time_to_first_token_s * 1e3 * slow["TTFT"]
+    if s.max_time_to_first_token_ms and got > s.max_time_to_first_token_ms:
         return Miss(f"time to first token {got:.0f} ms > target {s.max_time_to_first_token_ms:g} ms {at}",
                     got / s.max_time_to_first_token_ms, stage=2)
-    if s.max_inter_token_latency_ms and e.inter_token_latency_s * 1e3 > s.max_inter_token_latency_ms:
-        got = e.inter_token_latency_s * 1e3
+    got = e.inter_token_latency_s * 1e3 * slow["ITL"]
+    if s.max_inter_token_latency_ms and got > s.max_inter_token_latency_ms:
         return Miss(f"inter-token latency {got:.1f} ms > target {s.max_inter_token_latency_ms:g} ms {at}",
                     got / s.max_inter_token_latency_ms, stage=2)
+    aggregate /= slow["serving tokens/s"]
     return Miss(f"{aggregate:,.0f} output tokens/s < target {s.target_output_tokens_per_s:,.0f} {at} "
                 f"with {s.concurrent_requests} requests in flight", s.target_output_tokens_per_s / aggregate, stage=2)
