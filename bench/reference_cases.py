@@ -129,8 +129,11 @@ def _neuron_training_rows(catalog: Catalog) -> list[Row]:
     return rows
 
 
-def all_rows(catalog: Catalog, platform: str | None = None) -> list[Row]:
+def all_rows(catalog: Catalog, platform: str | None = None, cap: int | None = None) -> list[Row]:
+    """Every compared figure; `cap` keeps at most that many rows per new-format source (the fit's
+    weighting, bench/calibrate.py), None keeps all (what accuracy reports)."""
     gpu = (_decode_rows(catalog) + _serving_rows(catalog) + _training_rows(catalog)
-           + reference_sources.training_rows(catalog, Row)) if platform != "neuron" else []
+           + reference_sources.training_rows(catalog, Row, cap)
+           + reference_sources.serving_rows(catalog, Row, cap)) if platform != "neuron" else []
     neuron = _neuron_serving_rows(catalog) + _neuron_training_rows(catalog) if platform != "gpu" else []
     return gpu + neuron

@@ -102,7 +102,7 @@ def implausible(catalog: Catalog) -> list[str]:
     out = []
     for data in sources().values():
         for r in data["rows"]:
-            if why_not(r, catalog) is None:
+            if "seq" in r and why_not(r, catalog) is None:
                 arch, accel, _ = predict(catalog, r)
                 peak = accel.peak_flops(r["precision"] if r["precision"] in ("bf16", "fp8") else "bf16") / 1e12
                 if measured_tflops(r, arch, accel) > peak:
@@ -110,12 +110,10 @@ def implausible(catalog: Catalog) -> list[str]:
     return out
 
 
-def training_rows(catalog: Catalog, row_type):
+def training_rows(catalog: Catalog, row_type, cap: int | None = None):
     rows = []
     for source_id, data in sources().items():
-        for r in data["rows"]:
-            if why_not(r, catalog):
-                continue
+        for r in _strided([r for r in data["rows"] if "seq" in r and why_not(r, catalog) is None], cap):
             arch, accel, est = predict(catalog, r)
             measured = measured_tflops(r, arch, accel)
             if measured > accel.peak_flops(r["precision"] if r["precision"] in ("bf16", "fp8") else "bf16") / 1e12:
@@ -127,4 +125,106 @@ def training_rows(catalog: Catalog, row_type):
 
 
 def skipped(catalog: Catalog) -> Counter:
-    return Counter(reason for data in sources().values() for r in data["rows"] if (reason := why_not(r, catalog)))
+    """Why each row not compared was left out, counted (training rows by why_not, serving rows by serving_why_not)."""
+    return Counter(reason for data in sources().values() for r in data["rows"]
+                   if (reason := why_not(r, catalog) if "seq" in r else serving_why_not(r)))
+
+
+# Serving rows: weights as the planner names them; W4A8 / W8A8 (quantised activations) is not modelled.
+def _weights(precision: str) -> str | None:
+    p = precision.lower()
+    if p.startswith(("fp16", "bf16")):
+        return "bf16"
+    if p.startswith("fp8"):
+        return "fp8"
+    if "a8" in p and p.startswith(("int4", "int8")):
+        return None
+    return "int4" if p.startswith("int4") else ("int8" if p.startswith("int8") else None)
+
+
+def serving_why_not(row: dict) -> str | None:
+    if row.get("accelerator") not in INSTANCE_FOR:
+        return f"accelerator {row.get('accelerator')!r} not in the catalog"
+    if row.get("load") not in ("closed-loop", "static-batch") or not isinstance(row.get("concurrency"), int):
+        return "no fixed concurrency (offline or open-loop load)"
+    if _weights(str(row.get("precision"))) is None:
+        return f"precision {row.get('precision')!r} not modelled"
+    if (row.get("pp") or 1) > 1 or (row.get("ep") or 1) > 1 or not isinstance(row.get("tp"), int):
+        return "pipeline or expert parallel serving, or TP not stated"
+    if not isinstance(row.get("prompt_tokens"), int) or not isinstance(row.get("output_tokens"), int):
+        return "prompt or output length not stated"
+    if row.get("model") and row["model"] not in presets():
+        return f"model {row['model']!r} is not a bundled preset"
+    if not row.get("model"):
+        try:
+            _architecture(row)
+        except (ValueError, TypeError, KeyError):
+            return "architecture incomplete in the source"
+    return None
+
+
+def _strided(rows: list[dict], cap: int | None) -> list[dict]:
+    """Every k-th row so at most `cap` remain (deterministic): one big table weighs no more than cap rows."""
+    if cap is None or len(rows) <= cap:
+        return rows
+    step = len(rows) / cap
+    return [rows[int(i * step)] for i in range(cap)]
+
+
+def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
+    """Closed-loop rows: the planner's continuous-batching estimate. Static batches: all prompts
+    prefilled together (TTFT), then the batch decodes in lock-step (ITL at the mean context);
+    throughput = batch · output ÷ (TTFT + (output − 1) · ITL), as for the Neuron tables."""
+    from planner import efficiency
+    from planner.performance import decode_step, prefill_s, serving_estimate
+
+    out = []
+    for source_id, data in sources().items():
+        usable = [r for r in data["rows"] if "prompt_tokens" in r and serving_why_not(r) is None]
+        for r in _strided(usable, cap):
+            arch = _architecture(r)
+            itype = catalog.instance(INSTANCE_FOR[r["accelerator"]])
+            accel = catalog.accelerator(itype.accelerator)
+            w, kv = _weights(str(r["precision"])), "fp8" if str(r.get("kv_precision")).startswith("fp8") else "bf16"
+            b, prompt, n = r["concurrency"], r["prompt_tokens"], r["output_tokens"]
+            if r["load"] == "closed-loop":
+                e = serving_estimate(arch, accel, w, kv, r["tp"], 1, b, prompt, n, itype)
+                tps, ttft, itl = e.output_tokens_per_s_per_replica, e.time_to_first_token_s, e.inter_token_latency_s
+            else:
+                itl = decode_step(arch, accel, w, kv, r["tp"], 1, b, prompt + n / 2).seconds
+                ttft = efficiency.request_overhead_s(accel) + prefill_s(arch, accel, w, r["tp"], 1, prompt, itype, prompts=b)
+                tps = b * n / (ttft + (n - 1) * itl)
+            setup = f"{r.get('model') or 'custom'} {r['accelerator']} TP{r['tp']} {w} c={b} {prompt}/{n} {r['load']}"
+            for metric, predicted, measured in (("serving tokens/s", tps, r.get("tokens_per_s")),
+                                                ("TTFT", ttft * 1e3, r.get("ttft_ms")), ("ITL", itl * 1e3, r.get("itl_ms"))):
+                if isinstance(measured, (int, float)) and measured > 0:
+                    out.append(row_type(r["id"], metric, source_id, setup, predicted, measured))
+    return out
+
+
+def memory_rows(catalog: Catalog, row_type):
+    """Published per-GPU peak memory against planner.memory.training_memory on the same layout.
+    No fitted constant enters memory, so these rows are the same held out or not."""
+    from planner.memory import training_memory
+
+    out, dropped = [], set(implausible(catalog))
+    for source_id, data in sources().items():
+        for r in data["rows"]:
+            if "seq" not in r or not isinstance(r.get("peak_memory_gib"), (int, float)) or r["id"] in dropped:
+                continue
+            reason = why_not(r, catalog)
+            if reason and reason != "no throughput published":
+                continue
+            arch = _architecture(r)
+            itype = catalog.instance(INSTANCE_FOR[r["accelerator"]])
+            accel = catalog.accelerator(itype.accelerator)
+            precision = r["precision"] if r["precision"] in ("bf16", "fp8", "fp16") else "bf16"
+            setup = TrainingSetup(r.get("method", "full"), precision, "adamw", "auto", r.get("lora_rank") or 16, r["seq"])
+            mb, dp = r["micro_batch"], r["dp"]
+            microbatches = max(1, (r.get("global_batch") or dp * mb) // (dp * mb))
+            need = training_memory(arch, setup, r["tp"], r["pp"], dp, r.get("zero") or 0, mb, microbatches,
+                                   CHECKPOINTING.get(str(r.get("checkpointing")), "selective"),
+                                   accel.supports.flash_attention).total
+            setup_text = f"{r.get('model') or 'custom'} {r['accelerator']}×{r['gpus']} {r.get('method', 'full')} mb{mb} s{r['seq']}"
+            out.append(row_type(r["id"], "training peak memory", source_id, setup_text, need / 2**30, r["peak_memory_gib"]))
+    return out

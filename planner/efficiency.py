@@ -15,10 +15,10 @@ from planner.catalog import Accelerator
 # Achieved share of peak HBM bandwidth when streaming weights and KV cache in decode. gpt-fast's
 # Llama-2-7B bf16 on one A100-80GB reads 1,397 of 2,039 GB/s (reference P-34); domain.md gives
 # 65-85% as the measured range.
-MEMORY_BANDWIDTH_EFFICIENCY = 0.7
+MEMORY_BANDWIDTH_EFFICIENCY = 0.78
 # Weight-only quantised kernels dequantise on the fly and reach less of the roof (gpt-fast int8 and
 # int4-g32 rows, reference P-35..P-41).
-QUANTISED_BANDWIDTH_FACTOR = {"int8": 0.77, "int4": 0.68}
+QUANTISED_BANDWIDTH_FACTOR = {"int8": 0.77, "int4": 0.52}
 # Share of dense peak tensor FLOP/s that a transformer's GEMMs sustain end to end (clocks under load,
 # tile quantisation, kernel gaps), per CUDA compute-capability generation: Hopper reaches a lower
 # share of its higher peak than Ampere (MosaicML's H100 and A100 rows, one code base).
@@ -27,12 +27,12 @@ GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.67, "9": 0.43}
 # casts, amax reductions): fitted on NeMo's FP8 Llama-3-8B row on H100 (reference N-8B-FP8).
 FP8_GEMM_EFFICIENCY_FACTOR = 1.1
 # Prefill pushes whole prompts through the GEMMs with less fusion than training (NIM TTFT rows).
-PREFILL_EFFICIENCY = 0.75
+PREFILL_EFFICIENCY = 0.88
 # Squared coefficient of variation of prompt arrivals at a replica, in Kingman's queueing formula
 # for the wait before a prefill (1 is Poisson; closed-loop clients arrive in bursts: NIM TTFT rows).
-PROMPT_ARRIVAL_VARIABILITY = 4.7
+PROMPT_ARRIVAL_VARIABILITY = 1.5
 # Fixed cost of a request before its prefill starts: HTTP, tokenisation, scheduling (NIM TTFT rows).
-REQUEST_OVERHEAD_S = 0.017
+REQUEST_OVERHEAD_S = 0.013
 # Non-matmul traffic per layer in training, bytes per token per hidden unit: Korthikanti's 34 B of
 # stored activations (reference B2) written in the forward, read in the backward, and re-read and
 # re-written by norms, residual adds, activation functions and dropout.

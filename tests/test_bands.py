@@ -31,6 +31,14 @@ def test_training_band_is_the_loso_deciles_of_its_class(catalog):
     assert perf.decided_at == "estimate"
 
 
+def test_memory_band_is_the_published_peaks_over_the_prediction(catalog):
+    memory = plan_workload(workload(**TRAIN), catalog).memory
+    q10, q90 = ratio_quantiles("gpu", "training peak memory")
+    assert memory.band["required_bytes"] == pytest.approx([memory.required_per_device_bytes * q10,
+                                                          memory.required_per_device_bytes * q90])
+    assert ratio_quantiles("neuron", "training peak memory") is None  # no Neuron peak published: no band
+
+
 def test_serving_band_and_the_rendered_interval(catalog):
     plan = plan_workload(workload(**SERVE), catalog)
     perf = plan.performance
