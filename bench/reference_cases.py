@@ -1,5 +1,5 @@
-"""The published measurements of bench/data/reference.yaml, and how the planner's estimators predict
-each one. Used by bench/accuracy.py, bench/calibrate.py and the tests."""
+"""The published measurements of bench/data/reference.yaml and bench/data/reference/ (one file per
+source, bench/reference_sources.py), and how the planner's estimators predict each one. Used by bench/accuracy.py, bench/calibrate.py and the tests."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+import yaml
+
+from bench import reference_sources
 from planner import efficiency
 from planner.catalog import Catalog
 from planner.memory import TrainingSetup, training_model_states
@@ -21,10 +24,10 @@ GPT_FAST_CONTEXT = 5 + 200 / 2  # prompt of 5 tokens, 200 generated: the mean co
 
 @dataclass(frozen=True)
 class Row:
-    """One compared figure: which case, which metric, in which half, predicted and measured."""
+    """One compared figure: which case, which metric, from which source, predicted and measured."""
     id: str
     metric: str  # training TFLOP/s | serving tokens/s | TTFT | ITL
-    half: str
+    source: str
     setup: str
     predicted: float
     measured: float
@@ -45,7 +48,7 @@ def _decode_rows(catalog: Catalog) -> list[Row]:
     rows = []
     for c in reference()["decode"]:
         step = decode_step(presets()[c["model"]], a100, c["precision"], "bf16", c["tp"], 1, 1, GPT_FAST_CONTEXT)
-        rows.append(Row(c["id"], "serving tokens/s", c["half"], f"{c['model']} TP{c['tp']} {c['precision']} A100",
+        rows.append(Row(c["id"], "serving tokens/s", c["source"], f"{c['model']} TP{c['tp']} {c['precision']} A100",
                         1 / step.seconds, c["tokens_per_s"]))
     return rows
 
@@ -58,9 +61,9 @@ def _serving_rows(catalog: Catalog) -> list[Row]:
                                c["kv_precision"], c["tp"], 1, c["concurrency"], c["prompt_tokens"], c["output_tokens"],
                                itype)
         setup = f"{c['model']} TP{c['tp']} {c['precision']} c={c['concurrency']} {c['prompt_tokens']}/{c['output_tokens']}"
-        rows += [Row(c["id"], "serving tokens/s", c["half"], setup, est.output_tokens_per_s_per_replica, c["tokens_per_s"]),
-                 Row(c["id"], "TTFT", c["half"], setup, est.time_to_first_token_s * 1e3, c["ttft_ms"]),
-                 Row(c["id"], "ITL", c["half"], setup, est.inter_token_latency_s * 1e3, c["itl_ms"])]
+        rows += [Row(c["id"], "serving tokens/s", c["source"], setup, est.output_tokens_per_s_per_replica, c["tokens_per_s"]),
+                 Row(c["id"], "TTFT", c["source"], setup, est.time_to_first_token_s * 1e3, c["ttft_ms"]),
+                 Row(c["id"], "ITL", c["source"], setup, est.inter_token_latency_s * 1e3, c["itl_ms"])]
     return rows
 
 
@@ -86,7 +89,7 @@ def _training_rows(catalog: Catalog) -> list[Row]:
         else:
             measured = c["tokens_per_s_per_gpu"] * model_flops_per_token(arch, c["seq"]) / 1e12
         setup = f"{c['model']} {c['instance_type']} {c['precision']} TP{c['tp']} PP{c['pp']} DP{c['dp']} ZeRO-{c['zero']}"
-        rows.append(Row(c["id"], "training TFLOP/s", c["half"], setup, estimate.achieved_tflops_per_device, measured))
+        rows.append(Row(c["id"], "training TFLOP/s", c["source"], setup, estimate.achieved_tflops_per_device, measured))
     return rows
 
 
@@ -101,9 +104,9 @@ def _neuron_serving_rows(catalog: Catalog) -> list[Row]:
         itl = decode_step(arch, core, c["precision"], "bf16", c["tp"], 1, b, prompt + out / 2).seconds
         ttft = efficiency.request_overhead_s(core) + prefill_s(arch, core, c["precision"], c["tp"], 1, prompt, prompts=b)
         setup = f"{c['model']} {c['instance_type']} TP{c['tp']} {c['precision']} b={b} {prompt}/{out}"
-        rows += [Row(c["id"], "serving tokens/s", c["half"], setup, b * out / (ttft + (out - 1) * itl), c["tokens_per_s"], "neuron"),
-                 Row(c["id"], "TTFT", c["half"], setup, ttft * 1e3, c["ttft_ms"], "neuron"),
-                 Row(c["id"], "ITL", c["half"], setup, itl * 1e3, c["itl_ms"], "neuron")]
+        rows += [Row(c["id"], "serving tokens/s", c["source"], setup, b * out / (ttft + (out - 1) * itl), c["tokens_per_s"], "neuron"),
+                 Row(c["id"], "TTFT", c["source"], setup, ttft * 1e3, c["ttft_ms"], "neuron"),
+                 Row(c["id"], "ITL", c["source"], setup, itl * 1e3, c["itl_ms"], "neuron")]
     return rows
 
 
@@ -122,12 +125,16 @@ def _neuron_training_rows(catalog: Catalog) -> list[Row]:
     for c in reference()["neuron_training"]:
         estimate = predict_neuron_training(catalog, c)
         setup = f"{c['model']} {c['instance_type']} ×{c['nodes']} TP{c['tp']} PP{c['pp']} DP{c['dp']} ZeRO-1"
-        rows.append(Row(c["id"], "training sequences/s", c["half"], setup, estimate.tokens_per_s / c["seq"],
+        rows.append(Row(c["id"], "training sequences/s", c["source"], setup, estimate.tokens_per_s / c["seq"],
                         c["sequences_per_s"], "neuron"))
     return rows
 
 
-def all_rows(catalog: Catalog, platform: str | None = None) -> list[Row]:
-    gpu = _decode_rows(catalog) + _serving_rows(catalog) + _training_rows(catalog) if platform != "neuron" else []
+def all_rows(catalog: Catalog, platform: str | None = None, cap: int | None = None) -> list[Row]:
+    """Every compared figure; `cap` keeps at most that many rows per new-format source (the fit's
+    weighting, bench/calibrate.py), None keeps all (what accuracy reports)."""
+    gpu = (_decode_rows(catalog) + _serving_rows(catalog) + _training_rows(catalog)
+           + reference_sources.training_rows(catalog, Row, cap)
+           + reference_sources.serving_rows(catalog, Row, cap)) if platform != "neuron" else []
     neuron = _neuron_serving_rows(catalog) + _neuron_training_rows(catalog) if platform != "gpu" else []
     return gpu + neuron

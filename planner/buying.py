@@ -3,6 +3,7 @@ training run needs. The search picks the option (planner/search_training.py); th
 
 from __future__ import annotations
 
+from planner.bands import slow_factor
 from planner.candidates import Candidate
 from planner.catalog import Catalog
 from planner.cost import PURCHASE_FIELD, hourly_price, purchase_options
@@ -22,6 +23,7 @@ def purchase_table(w: Workload, cand: Candidate, catalog: Catalog, target: str) 
     quotes = run_quotes(w, book, cand.nodes, w.training.tokens / cand.perf.tokens_per_s, cand.perf.tokens_per_s) \
         if w.kind != "inference" else {}
     out: list[PurchaseOption] = []
+    slow = slow_factor("neuron" if cand.accel.is_neuron else "gpu", "training", w.constraints.confidence)
     for purchase, price in book.items():
         years = COMMITMENT_YEARS.get(purchase)
         common = dict(purchase=purchase, usd_per_hour=cand.nodes * price.usd_per_hour, commitment_years=years,
@@ -42,7 +44,7 @@ def purchase_table(w: Workload, cand: Candidate, catalog: Catalog, target: str) 
         # the run's figure covers its root volumes and FSx too (they accrue as the run does); $/h is the nodes'
         out.append(PurchaseOption(usd_per_training_run=q.usd_per_run + cand.storage_usd_per_hour * q.wall_s / 3600,
                                   wall_clock_s=q.wall_s,
-                                  meets_deadline=None if not deadline else q.wall_s <= deadline * 3600,
+                                  meets_deadline=None if not deadline else q.wall_s * slow <= deadline * 3600,
                                   note=q.note, **common))
     # pay-as-you-go first, then commitments (whose per-run figure assumes other work fills the term)
     return sorted(out, key=lambda o: (o.commitment_years is not None, o.usd_per_training_run is None,

@@ -44,6 +44,7 @@ class PlanMemory(BaseModel):
     usable_per_device_bytes: float
     device_memory_bytes: float
     headroom_fraction: float
+    band: dict[str, list[float]] = {}  # 80% interval of required_bytes from unseen sources' peaks (planner/bands.py)
 
 
 class PlanPerformance(BaseModel):
@@ -58,6 +59,10 @@ class PlanPerformance(BaseModel):
     time_to_train_s: float | None = None
     wall_clock_s: float | None = None  # time to finish under the chosen purchase (spot: interruptions included)
     bound: str
+    # 80% interval of each predicted field, from leave-one-source-out residuals (planner/bands.py)
+    band: dict[str, list[float]] = {}
+    # which edge the deadline / latency targets were checked at (constraints.confidence)
+    decided_at: str = "estimate"
 
 
 class ProvisionedCost(BaseModel):

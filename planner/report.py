@@ -48,15 +48,25 @@ def layout_text(p: Plan) -> str:
             f"{lay.microbatches} micro-batches, {lay.activation_checkpointing} recompute")
 
 
+def _banded(perf, field: str, scale: float, fmt: str, unit: str = "") -> str:
+    """'383 h (340–430 h)': the estimate, then its 80% band where one is known."""
+    text = f"{getattr(perf, field) * scale:{fmt}}{unit}"
+    band = perf.band.get(field)
+    return f"{text} ({band[0] * scale:{fmt}}–{band[1] * scale:{fmt}}{unit})" if band else text
+
+
 def performance_lines(p: Plan) -> list[str]:
     perf = p.performance
+    edge = [f"targets checked at the {perf.decided_at}"] if perf.decided_at != "estimate" else []
     if p.kind == "inference":
-        return [f"{perf.output_tokens_per_s:,.0f} output tokens/s ({perf.output_tokens_per_s_per_replica:,.0f} per replica)",
-                f"time to first token {perf.time_to_first_token_s * 1e3:,.0f} ms, inter-token latency "
-                f"{perf.inter_token_latency_s * 1e3:,.1f} ms", f"bound by {perf.bound}"]
-    return [f"{perf.training_tokens_per_s:,.0f} tokens/s, step {perf.step_time_s:,.2f} s, "
-            f"{perf.achieved_tflops_per_device:,.0f} TFLOP/s per device (MFU {perf.model_flops_utilization:.1%})",
-            f"time to train {perf.time_to_train_s / 3600:,.1f} h", f"bound by {perf.bound}"]
+        return [f"{_banded(perf, 'output_tokens_per_s', 1, ',.0f')} output tokens/s "
+                f"({_banded(perf, 'output_tokens_per_s_per_replica', 1, ',.0f')} per replica)",
+                f"time to first token {_banded(perf, 'time_to_first_token_s', 1e3, ',.0f', ' ms')}, inter-token latency "
+                f"{_banded(perf, 'inter_token_latency_s', 1e3, ',.1f', ' ms')}", f"bound by {perf.bound}"] + edge
+    return [f"{_banded(perf, 'training_tokens_per_s', 1, ',.0f')} tokens/s, step {perf.step_time_s:,.2f} s, "
+            f"{_banded(perf, 'achieved_tflops_per_device', 1, ',.0f')} TFLOP/s per device "
+            f"(MFU {perf.model_flops_utilization:.1%})",
+            f"time to train {_banded(perf, 'time_to_train_s', 1 / 3600, ',.1f', ' h')}", f"bound by {perf.bound}"] + edge
 
 
 def _kind(p: Plan) -> str:

@@ -4,6 +4,7 @@ is rejected with its reason. Nothing feasible raises InfeasibleError with the ne
 
 from __future__ import annotations
 
+from planner.bands import memory_band, performance_band
 from planner.buying import purchase_reason, purchase_table, storage_section
 from planner.candidates import Candidate, Miss
 from planner.defaults import interactive_defaults
@@ -234,9 +235,11 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
     vintage_reasons, vintage_warnings = price_vintage_notes(cand.price, ranked, catalog.newest_price_date)
     if vintage_reasons:
         choice.reason += "; " + "; ".join(vintage_reasons)
+    platform = "neuron" if accel.is_neuron else "gpu"
     memory = PlanMemory(per_device_bytes=cand.memory.as_dict(), required_per_device_bytes=required,
                         usable_per_device_bytes=cand.usable_bytes, device_memory_bytes=accel.memory_bytes,
-                        headroom_fraction=1 - required / accel.memory_bytes)
+                        headroom_fraction=1 - required / accel.memory_bytes,
+                        band=memory_band(platform, required) if w.kind != "inference" else {})
     warnings: list[str] = []
     if cand.price.estimated:
         # the source is on the plan's price line; said once
@@ -258,6 +261,9 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
         performance = PlanPerformance(output_tokens_per_s=aggregate, output_tokens_per_s_per_replica=perf.output_tokens_per_s_per_replica,
                                       time_to_first_token_s=perf.time_to_first_token_s,
                                       inter_token_latency_s=perf.inter_token_latency_s, bound=perf.bound)
+        targets = (w.serving.max_time_to_first_token_ms, w.serving.max_inter_token_latency_ms,
+                   w.serving.target_output_tokens_per_s)
+        _with_band(performance, platform, w, any(targets))
         cost = PlanCost(usd_per_hour=cand.usd_per_hour, usd_per_month=cand.usd_per_hour * hours, hours_per_month=hours,
                         usd_per_million_output_tokens=usd_per_million_tokens(cand.usd_per_hour, aggregate),
                         price_source=cand.price.source, price_date=cand.price.date, price_estimated=cand.price.estimated)
@@ -274,6 +280,7 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
                                       achieved_tflops_per_device=perf.achieved_tflops_per_device,
                                       model_flops_utilization=perf.model_flops_utilization, time_to_train_s=ttt,
                                       wall_clock_s=cand.wall_s, bound=perf.bound)
+        _with_band(performance, platform, w, bool(t.deadline_hours))
         cost = PlanCost(usd_per_hour=cand.usd_per_hour, usd_per_month=cand.usd_per_hour * hours, hours_per_month=hours,
                         usd_per_training_run=cand.objective - cand.storage_usd_per_hour * (cand.wall_s or ttt) / 3600,
                         price_source=cand.price.source,
@@ -328,3 +335,10 @@ def _alternative(c: Candidate, chosen: Candidate, w: Workload, hours: float) -> 
                        usd_per_month=(c.usd_per_hour + c.storage_usd_per_hour) * hours,
                        ranked_by=ranking_unit(w.kind)[0], ranking_usd=c.objective, reason=why_not(c, chosen, w.kind),
                        **extra)
+
+
+def _with_band(performance: PlanPerformance, platform: str, w: Workload, has_targets: bool) -> None:
+    """The 80% band of every predicted field, and which edge the targets were checked at."""
+    performance.band = performance_band(platform, w.kind, performance.model_dump(exclude={"band", "decided_at", "bound"}))
+    if has_targets and w.constraints.confidence == "likely":
+        performance.decided_at = "slow edge of the 80% band (confidence: likely)"

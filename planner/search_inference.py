@@ -14,6 +14,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, replace
 
+from planner.bands import slow_factor
 from planner.candidates import Candidate, Miss, memory_miss, pinned_tp_miss, tensor_parallel_options
 from planner.catalog import Accelerator, InstanceType
 from planner.cost import HourlyPrice
@@ -133,10 +134,13 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
             def targets_met(n: int) -> bool:
                 spread = spread_at(n)
                 e = estimate(spread.peak)  # the busiest replica sets the latencies
-                return ((s.target_output_tokens_per_s is None
-                         or aggregate_tokens_per_s(spread, estimate, neuron) >= s.target_output_tokens_per_s)
-                        and (s.max_time_to_first_token_ms is None or e.time_to_first_token_s * 1e3 <= s.max_time_to_first_token_ms)
-                        and (s.max_inter_token_latency_ms is None or e.inter_token_latency_s * 1e3 <= s.max_inter_token_latency_ms))
+                slow = _slow_factors(w, neuron)
+                return ((s.target_output_tokens_per_s is None or aggregate_tokens_per_s(spread, estimate, neuron)
+                         / slow["serving tokens/s"] >= s.target_output_tokens_per_s)
+                        and (s.max_time_to_first_token_ms is None
+                             or e.time_to_first_token_s * 1e3 * slow["TTFT"] <= s.max_time_to_first_token_ms)
+                        and (s.max_inter_token_latency_ms is None
+                             or e.inter_token_latency_s * 1e3 * slow["ITL"] <= s.max_inter_token_latency_ms))
 
             # Search in units of `step` nodes, up to the point where every request has its own replica.
             def units_for(replicas: int) -> int:
@@ -172,7 +176,7 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
             if good is None:
                 spread = spread_at(hi * step)
                 short = _target_miss(w, estimate(spread.peak), aggregate_tokens_per_s(spread, estimate, neuron), hi * step,
-                                     tp, pp)
+                                     tp, pp, neuron)
                 miss = replace(short, reason=short.reason + cap).nearer(miss)
                 continue
             def candidate_at(nodes: int) -> Candidate:
@@ -218,16 +222,26 @@ def _spans(w: Workload, tp: int, apn: int, spans_nodes: bool) -> list[tuple[int,
     return [(pp, 1) for pp in range(1, MAX_SERVING_PIPELINE + 1)]
 
 
-def _target_miss(w: Workload, e: ServingEstimate, aggregate: float, nodes: int, tp: int, pp: int) -> Miss:
+def _slow_factors(w: Workload, neuron: bool) -> dict[str, float]:
+    """The band's slow edge over the estimate per serving metric (1 under confidence: expected)."""
+    platform = "neuron" if neuron else "gpu"
+    return {m: slow_factor(platform, m, w.constraints.confidence) for m in ("serving tokens/s", "TTFT", "ITL")}
+
+
+def _target_miss(w: Workload, e: ServingEstimate, aggregate: float, nodes: int, tp: int, pp: int,
+                 neuron: bool = False) -> Miss:
     s = w.serving
-    at = f"at {nodes} node(s), TP {tp} × PP {pp}"
-    if s.max_time_to_first_token_ms and e.time_to_first_token_s * 1e3 > s.max_time_to_first_token_ms:
-        got = e.time_to_first_token_s * 1e3
+    slow = _slow_factors(w, neuron)
+    edge = " (likely: the 80% band's slow edge)" if w.constraints.confidence == "likely" else ""
+    at = f"at {nodes} node(s), TP {tp} × PP {pp}{edge}"
+    got = e.time_to_first_token_s * 1e3 * slow["TTFT"]
+    if s.max_time_to_first_token_ms and got > s.max_time_to_first_token_ms:
         return Miss(f"time to first token {got:.0f} ms > target {s.max_time_to_first_token_ms:g} ms {at}",
                     got / s.max_time_to_first_token_ms, stage=2)
-    if s.max_inter_token_latency_ms and e.inter_token_latency_s * 1e3 > s.max_inter_token_latency_ms:
-        got = e.inter_token_latency_s * 1e3
+    got = e.inter_token_latency_s * 1e3 * slow["ITL"]
+    if s.max_inter_token_latency_ms and got > s.max_inter_token_latency_ms:
         return Miss(f"inter-token latency {got:.1f} ms > target {s.max_inter_token_latency_ms:g} ms {at}",
                     got / s.max_inter_token_latency_ms, stage=2)
+    aggregate /= slow["serving tokens/s"]
     return Miss(f"{aggregate:,.0f} output tokens/s < target {s.target_output_tokens_per_s:,.0f} {at} "
                 f"with {s.concurrent_requests} requests in flight", s.target_output_tokens_per_s / aggregate, stage=2)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from functools import cache
 
+from planner.bands import slow_factor
 from planner.candidates import Candidate, Miss, memory_miss, pinned_tp_miss, tensor_parallel_options
 from planner.catalog import Accelerator, InstanceType
 from planner.cost import HourlyPrice
@@ -96,6 +97,9 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
     flash = accel.supports.flash_attention
     ckpts = CHECKPOINTING if t.activation_checkpointing == "auto" else (t.activation_checkpointing,)
     neuron = accel.is_neuron
+    # constraints.confidence likely: the deadline must hold at the slow edge of the 80% band
+    slow = slow_factor("neuron" if neuron else "gpu", "training", c.confidence)
+    edge = " (likely: the 80% band's slow edge)" if c.confidence == "likely" else ""
     stages = NEURON_ZERO_STAGES if neuron else (0, 1, 2, 3)
     if pins.zero_stage is not None and pins.zero_stage not in stages:
         return Miss(f"layout.zero_stage {pins.zero_stage}: NeuronX Distributed shards optimizer states only "
@@ -172,13 +176,13 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
                 if not quotes:
                     miss = Miss("; ".join(priced), stage=2).nearer(miss)
                     continue
-                in_time = [q for q in quotes if not t.deadline_hours or q.wall_s <= t.deadline_hours * 3600]
+                in_time = [q for q in quotes if not t.deadline_hours or q.wall_s * slow <= t.deadline_hours * 3600]
                 if not in_time:
                     fastest = min(quotes, key=lambda q: q.wall_s)
-                    miss = Miss(f"{fastest.wall_s / 3600:,.0f} h to train > deadline {t.deadline_hours:g} h at "
+                    miss = Miss(f"{fastest.wall_s * slow / 3600:,.0f} h to train{edge} > deadline {t.deadline_hours:g} h at "
                                 f"{nodes} node(s), TP {tp} × PP {pp} × DP {dp}"
                                 + (f" ({fastest.purchase})" if len(book) > 1 or fastest.purchase != "on-demand" else ""),
-                                fastest.wall_s / (t.deadline_hours * 3600), stage=2).nearer(miss)
+                                fastest.wall_s * slow / (t.deadline_hours * 3600), stage=2).nearer(miss)
                     continue
                 quote = in_time[0]
                 storage_h = run_storage_usd_per_hour(w, storage, mem, itype.accelerators_per_node, nodes)

@@ -163,6 +163,8 @@ class Constraints(_Section):
     max_usd_per_month: float | None = Field(default=None, gt=0)
     memory_headroom: float = Field(default=0.10, ge=0, lt=0.9)
     deploy_target: Literal["auto", "sagemaker", "ec2"] = "auto"
+    # likely: deadlines and latency targets must hold at the slow edge of the 80% band (planner/bands.py)
+    confidence: Literal["expected", "likely"] = "likely"
 
     @field_validator("families")
     @classmethod

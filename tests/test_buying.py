@@ -19,7 +19,7 @@ from tests.conftest import workload
 
 PRETRAIN = dict(kind="training", model={"preset": "llama-3-70b"},
                 training={"tokens": 2e11, "sequence_length": 4096, "global_batch_tokens": 4e6, "deadline_hours": 720},
-                constraints={"max_nodes": 64, "instance_types": ["p5.48xlarge"]},
+                constraints={"max_nodes": 64, "instance_types": ["p5.48xlarge"], "confidence": "expected"},
                 layout={"nodes": 16, "tensor_parallel": 2, "pipeline_parallel": 16})
 
 
@@ -217,7 +217,7 @@ def test_break_even_is_the_floor_over_the_managed_bill(catalog):
 
 
 def test_never_breaks_even_when_a_busy_node_costs_more_per_request(catalog):
-    m = plan_workload(_serving("llama-3.1-8b"), catalog).managed
+    m = plan_workload(_serving("llama-3.1-70b"), catalog).managed
     assert m.break_even_requests_per_day is None and m.requests_per_day is None
 
 

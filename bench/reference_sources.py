@@ -1,0 +1,230 @@
+"""Published training runs, one YAML file per source in bench/data/reference/ (format: the
+`source:` block with citation and date, then `rows:`), and how the planner predicts each.
+
+A row is compared only when the planner models what it ran; the rest are counted with the reason
+(`skipped()`), never silently dropped: an accelerator outside the catalog (the 96 GB / 500 W H100 of
+torchtitan's tables is not the catalog's SXM part), context or expert parallelism, a pipeline run
+whose global batch is not stated. Measurements, in order of preference: tokens/s per GPU (converted
+with the planner's own 6N + 12·L·h·s FLOPs per token, so the comparison is tokens/s); else the
+source's MFU times the catalog's dense BF16 peak (the sources state MFU against BF16 peak).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from planner.catalog import Catalog
+from planner.memory import TrainingSetup, training_model_states
+from planner.presets import Architecture, presets
+from planner.training_time import TrainingLayout, model_flops_per_token, training_step, training_work
+
+DIR = Path(__file__).resolve().parent / "data" / "reference"
+# The AWS node with the published part: 8 SXM GPUs on NVLink (p4d/p4de/p5/p5en), A10G's g5.
+INSTANCE_FOR = {"A100-40GB": "p4d.24xlarge", "A100-80GB": "p4de.24xlarge", "H100-SXM-80GB": "p5.48xlarge",
+                "H200": "p5en.48xlarge", "A10G": "g5.48xlarge", "L40S": "g6e.48xlarge"}
+CHECKPOINTING = {"none": "none", "selective": "selective", "full": "full"}
+ARCH_FIELDS = set(Architecture.model_fields)
+
+
+@cache
+def sources() -> dict[str, dict]:
+    """source id -> {"source": the citation block, "rows": [...]} for every file in DIR."""
+    out = {}
+    for path in sorted(DIR.glob("*.yaml")):
+        data = yaml.safe_load(path.read_text())
+        out[data["source"]["id"]] = data
+    return out
+
+
+def _architecture(row: dict) -> Architecture:
+    if row.get("model"):
+        return presets()[row["model"]]
+    return Architecture(**{k: v for k, v in row["architecture"].items() if k in ARCH_FIELDS})
+
+
+def why_not(row: dict, catalog: Catalog) -> str | None:
+    """Why the planner cannot reproduce this training row, or None when it can."""
+    if row.get("accelerator") not in INSTANCE_FOR:
+        return f"accelerator {row.get('accelerator')!r} not in the catalog"
+    if (row.get("cp") or 1) > 1 or (row.get("ep") or 1) > 1:
+        return "context or expert parallelism is not modelled"
+    if not (row.get("tokens_per_s_per_gpu") or row.get("mfu_pct") or (row.get("step_time_s") and row.get("global_batch"))):
+        return "no throughput published"
+    if not all(isinstance(row.get(k), int) for k in ("tp", "pp", "dp", "gpus", "micro_batch", "seq")):
+        return "layout (tp, pp, dp, micro-batch, sequence) not fully stated"
+    if row.get("global_batch") is None and row["pp"] > 1:
+        return "pipeline run without its global batch"
+    if row.get("model") and row["model"] not in presets():
+        return f"model {row['model']!r} is not a bundled preset"
+    if not row.get("model"):
+        try:
+            _architecture(row)
+        except ValueError:
+            return "architecture incomplete in the source"
+    if row["tp"] * row["pp"] * row["dp"] != row["gpus"]:
+        return "tp × pp × dp differs from the GPU count"
+    return None
+
+
+def predict(catalog: Catalog, row: dict):
+    arch = _architecture(row)
+    itype = catalog.instance(INSTANCE_FOR[row["accelerator"]])
+    accel = catalog.accelerator(itype.accelerator)
+    precision = row["precision"] if row["precision"] in ("bf16", "fp8", "fp16") else "bf16"
+    setup = TrainingSetup(row.get("method", "full"), precision, "adamw", "auto", row.get("lora_rank") or 16, row["seq"])
+    mb, dp = row["micro_batch"], row["dp"]
+    microbatches = max(1, (row.get("global_batch") or dp * mb) // (dp * mb))
+    ckpt = CHECKPOINTING.get(str(row.get("checkpointing")), "selective")
+    zero = row.get("zero") or 0
+    layout = TrainingLayout(row["tp"], row["pp"], dp, zero, mb, microbatches, ckpt)
+    state = sum(training_model_states(arch, setup, row["tp"], row["pp"], dp, zero))
+    return arch, accel, training_step(arch, itype, accel, precision, row["seq"], layout, state, training_work(arch, setup))
+
+
+def measured_tflops(r: dict, arch: Architecture, accel) -> float:
+    """Model TFLOP/s per GPU as published: tokens/s per GPU (or global batch × sequence over the
+    published step time) × the planner's FLOPs per token; else MFU × dense BF16 peak."""
+    tokens_per_s = r.get("tokens_per_s_per_gpu")
+    if not tokens_per_s and r.get("step_time_s") and r.get("global_batch"):
+        tokens_per_s = r["global_batch"] * r["seq"] / r["step_time_s"] / r["gpus"]
+    if tokens_per_s:
+        return tokens_per_s * model_flops_per_token(arch, r["seq"], r.get("method", "full")) / 1e12
+    return r["mfu_pct"] / 100 * accel.peak_flops("bf16") / 1e12
+
+
+def implausible(catalog: Catalog) -> list[str]:
+    """Rows whose published per-GPU figure exceeds the GPU's dense peak (an aggregate over GPUs
+    reported as per-GPU, most likely): dropped, not reproducible as per-GPU throughput."""
+    out = []
+    for data in sources().values():
+        for r in data["rows"]:
+            if "seq" in r and why_not(r, catalog) is None:
+                arch, accel, _ = predict(catalog, r)
+                peak = accel.peak_flops(r["precision"] if r["precision"] in ("bf16", "fp8") else "bf16") / 1e12
+                if measured_tflops(r, arch, accel) > peak:
+                    out.append(r["id"])
+    return out
+
+
+def training_rows(catalog: Catalog, row_type, cap: int | None = None):
+    rows = []
+    for source_id, data in sources().items():
+        for r in _strided([r for r in data["rows"] if "seq" in r and why_not(r, catalog) is None], cap):
+            arch, accel, est = predict(catalog, r)
+            measured = measured_tflops(r, arch, accel)
+            if measured > accel.peak_flops(r["precision"] if r["precision"] in ("bf16", "fp8") else "bf16") / 1e12:
+                continue  # above the dense peak: see implausible()
+            setup = (f"{r.get('model') or 'custom'} {r['accelerator']}×{r['gpus']} {r['precision']} TP{r['tp']} "
+                     f"PP{r['pp']} DP{r['dp']} ZeRO-{r.get('zero') or 0} {r.get('method', 'full')}")
+            rows.append(row_type(r["id"], "training TFLOP/s", source_id, setup, est.achieved_tflops_per_device, measured))
+    return rows
+
+
+def skipped(catalog: Catalog) -> Counter:
+    """Why each row not compared was left out, counted (training rows by why_not, serving rows by serving_why_not)."""
+    return Counter(reason for data in sources().values() for r in data["rows"]
+                   if (reason := why_not(r, catalog) if "seq" in r else serving_why_not(r)))
+
+
+# Serving rows: weights as the planner names them; W4A8 / W8A8 (quantised activations) is not modelled.
+def _weights(precision: str) -> str | None:
+    p = precision.lower()
+    if p.startswith(("fp16", "bf16")):
+        return "bf16"
+    if p.startswith("fp8"):
+        return "fp8"
+    if "a8" in p and p.startswith(("int4", "int8")):
+        return None
+    return "int4" if p.startswith("int4") else ("int8" if p.startswith("int8") else None)
+
+
+def serving_why_not(row: dict) -> str | None:
+    if row.get("accelerator") not in INSTANCE_FOR:
+        return f"accelerator {row.get('accelerator')!r} not in the catalog"
+    if row.get("load") not in ("closed-loop", "static-batch") or not isinstance(row.get("concurrency"), int):
+        return "no fixed concurrency (offline or open-loop load)"
+    if _weights(str(row.get("precision"))) is None:
+        return f"precision {row.get('precision')!r} not modelled"
+    if (row.get("pp") or 1) > 1 or (row.get("ep") or 1) > 1 or not isinstance(row.get("tp"), int):
+        return "pipeline or expert parallel serving, or TP not stated"
+    if not isinstance(row.get("prompt_tokens"), int) or not isinstance(row.get("output_tokens"), int):
+        return "prompt or output length not stated"
+    if row.get("model") and row["model"] not in presets():
+        return f"model {row['model']!r} is not a bundled preset"
+    if not row.get("model"):
+        try:
+            _architecture(row)
+        except (ValueError, TypeError, KeyError):
+            return "architecture incomplete in the source"
+    return None
+
+
+def _strided(rows: list[dict], cap: int | None) -> list[dict]:
+    """Every k-th row so at most `cap` remain (deterministic): one big table weighs no more than cap rows."""
+    if cap is None or len(rows) <= cap:
+        return rows
+    step = len(rows) / cap
+    return [rows[int(i * step)] for i in range(cap)]
+
+
+def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
+    """Closed-loop rows: the planner's continuous-batching estimate. Static batches: all prompts
+    prefilled together (TTFT), then the batch decodes in lock-step (ITL at the mean context);
+    throughput = batch · output ÷ (TTFT + (output − 1) · ITL), as for the Neuron tables."""
+    from planner import efficiency
+    from planner.performance import decode_step, prefill_s, serving_estimate
+
+    out = []
+    for source_id, data in sources().items():
+        usable = [r for r in data["rows"] if "prompt_tokens" in r and serving_why_not(r) is None]
+        for r in _strided(usable, cap):
+            arch = _architecture(r)
+            itype = catalog.instance(INSTANCE_FOR[r["accelerator"]])
+            accel = catalog.accelerator(itype.accelerator)
+            w, kv = _weights(str(r["precision"])), "fp8" if str(r.get("kv_precision")).startswith("fp8") else "bf16"
+            b, prompt, n = r["concurrency"], r["prompt_tokens"], r["output_tokens"]
+            if r["load"] == "closed-loop":
+                e = serving_estimate(arch, accel, w, kv, r["tp"], 1, b, prompt, n, itype)
+                tps, ttft, itl = e.output_tokens_per_s_per_replica, e.time_to_first_token_s, e.inter_token_latency_s
+            else:
+                itl = decode_step(arch, accel, w, kv, r["tp"], 1, b, prompt + n / 2).seconds
+                ttft = efficiency.request_overhead_s(accel) + prefill_s(arch, accel, w, r["tp"], 1, prompt, itype, prompts=b)
+                tps = b * n / (ttft + (n - 1) * itl)
+            setup = f"{r.get('model') or 'custom'} {r['accelerator']} TP{r['tp']} {w} c={b} {prompt}/{n} {r['load']}"
+            for metric, predicted, measured in (("serving tokens/s", tps, r.get("tokens_per_s")),
+                                                ("TTFT", ttft * 1e3, r.get("ttft_ms")), ("ITL", itl * 1e3, r.get("itl_ms"))):
+                if isinstance(measured, (int, float)) and measured > 0:
+                    out.append(row_type(r["id"], metric, source_id, setup, predicted, measured))
+    return out
+
+
+def memory_rows(catalog: Catalog, row_type):
+    """Published per-GPU peak memory against planner.memory.training_memory on the same layout.
+    No fitted constant enters memory, so these rows are the same held out or not."""
+    from planner.memory import training_memory
+
+    out, dropped = [], set(implausible(catalog))
+    for source_id, data in sources().items():
+        for r in data["rows"]:
+            if "seq" not in r or not isinstance(r.get("peak_memory_gib"), (int, float)) or r["id"] in dropped:
+                continue
+            reason = why_not(r, catalog)
+            if reason and reason != "no throughput published":
+                continue
+            arch = _architecture(r)
+            itype = catalog.instance(INSTANCE_FOR[r["accelerator"]])
+            accel = catalog.accelerator(itype.accelerator)
+            precision = r["precision"] if r["precision"] in ("bf16", "fp8", "fp16") else "bf16"
+            setup = TrainingSetup(r.get("method", "full"), precision, "adamw", "auto", r.get("lora_rank") or 16, r["seq"])
+            mb, dp = r["micro_batch"], r["dp"]
+            microbatches = max(1, (r.get("global_batch") or dp * mb) // (dp * mb))
+            need = training_memory(arch, setup, r["tp"], r["pp"], dp, r.get("zero") or 0, mb, microbatches,
+                                   CHECKPOINTING.get(str(r.get("checkpointing")), "selective"),
+                                   accel.supports.flash_attention).total
+            setup_text = f"{r.get('model') or 'custom'} {r['accelerator']}×{r['gpus']} {r.get('method', 'full')} mb{mb} s{r['seq']}"
+            out.append(row_type(r["id"], "training peak memory", source_id, setup_text, need / 2**30, r["peak_memory_gib"]))
+    return out
