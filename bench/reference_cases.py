@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import yaml
 
 from bench import reference_sources
 from planner import efficiency

@@ -15,12 +15,12 @@ from collections import Counter
 from functools import cache
 from pathlib import Path
 
-import yaml
 
 from planner.catalog import Catalog
 from planner.memory import TrainingSetup, training_model_states
 from planner.presets import Architecture, presets
 from planner.training_time import TrainingLayout, model_flops_per_token, training_step, training_work
+from planner.yamlsafe import load_text
 
 DIR = Path(__file__).resolve().parent / "data" / "reference"
 # The AWS node with the published part: 8 SXM GPUs on NVLink (p4d/p4de/p5/p5en), A10G's g5.
@@ -35,7 +35,7 @@ def sources() -> dict[str, dict]:
     """source id -> {"source": the citation block, "rows": [...]} for every file in DIR."""
     out = {}
     for path in sorted(DIR.glob("*.yaml")):
-        data = yaml.safe_load(path.read_text())
+        data = load_text(path.read_text(), bundled=True)
         out[data["source"]["id"]] = data
     return out
 

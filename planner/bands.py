@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
+from planner.yamlsafe import load_text
 
-import yaml
 
 DATA = Path(__file__).resolve().parent / "data" / "accuracy_bands.yaml"
 
@@ -30,7 +30,7 @@ MEMORY_METRIC = "training peak memory"
 
 @cache
 def bands() -> dict:
-    return yaml.safe_load(DATA.read_text())
+    return load_text(DATA.read_text(), bundled=True)
 
 
 def ratio_quantiles(platform: str, metric: str) -> tuple[float, float] | None:
