@@ -23,6 +23,10 @@ def _head(tmp_path, tokens: float, ctx: int | None = None):
     for w in data["workloads"]:
         if w["name"] == "finetune-8b":
             w["training"]["tokens"] = tokens
+            # judged at the expected estimate: at the `likely` edge (issue 25) twice the tokens' ~18 h no longer
+            # fits the 24 h deadline on g6e.xlarge and the plan moves to a bigger instance; these tests are about
+            # the cost kinds, which need the same cluster before and after
+            w["constraints"]["confidence"] = "expected"
         if ctx and w["name"] == "chat-70b":
             w["serving"].update(max_context_tokens=ctx, concurrent_requests=128)
     path = tmp_path / "head.yaml"
@@ -40,9 +44,11 @@ def test_a_fine_tune_is_a_cost_per_run_not_730_hours(tmp_path):
     result = _cost(_head(tmp_path, 2.0e8))
     assert result.exit_code == 0, result.output
     row = next(line for line in result.output.splitlines() if line.startswith("| `finetune-8b`"))
-    # $16.37 of instances and $0.20 of its 200 GiB gp3 root volume for the 8.8 h run (issue 27, item 2)
+    # $16.68 of instances and $0.20 of its 200 GiB gp3 root volume for the 8.96 h run (issue 27, item 2; hours
+    # from the issue-25 refit)
     assert "$17/run" in row and "1,359" not in row
-    assert "Cost unchanged: serving $51,789/month · training runs $17" in result.output
+    # serving total as in golden/cost_head_unchanged.md (moved by the issue-25 refit and the `likely` edge)
+    assert "Cost unchanged: serving $59,456/month · training runs $17" in result.output
 
 
 def test_a_longer_run_is_a_changed_training_cost(tmp_path):
@@ -54,7 +60,7 @@ def test_a_longer_run_is_a_changed_training_cost(tmp_path):
     assert row["change_percent"] == pytest.approx(100.0, abs=1.0)
     assert data["serving_usd_per_month"]["change"] == 0
     training = data["training_usd_per_run"]
-    assert training["base"] == pytest.approx(16.57, abs=0.01)
+    assert training["base"] == pytest.approx(16.88, abs=0.01)  # 8.96 h × $1.8613/h + $0.20 root volume (issue-25 hours)
     assert training["change"] == pytest.approx(training["head"] - training["base"])
     assert training["change_percent"] == pytest.approx(100.0, abs=1.0)
     assert "before_usd_per_month" not in data  # no total that adds a run to 730 hours of serving
@@ -90,7 +96,10 @@ def test_the_packs_budget_rule_prices_a_training_run_not_a_month():
     assert 0 < hours < 730
     assert validate("monthly-budget", LT, lt.props, {"maxUsdPerMonth": 1000}) == []  # serving's budget only
     [message] = validate("monthly-budget", LT, lt.props, {"maxUsdPerTrainingRun": 1000})
-    assert re.fullmatch(rf"p5\.48xlarge × 16 costs \$[\d,]+ per run \({hours:g} h\) on demand, over the \$1,000 "
+    # the cluster as the resource has it: the issue-25 refit and the `likely` edge moved pretrain-70b's plan
+    # (p5.48xlarge × 16 before), and this test is about the per-run pricing, not the plan
+    instance, nodes = re.escape(lt.props["instanceType"]), re.search(r"nodes=(\d+)", tags["gpuplan:layout"]).group(1)
+    assert re.fullmatch(rf"{instance} × {nodes} costs \$[\d,]+ per run \({hours:g} h\) on demand, over the \$1,000 "
                         r"per-run budget for pretrain-70b", message), message
     assert validate("monthly-budget", LT, lt.props, {"maxUsdPerTrainingRun": 1000,
                                                      "workloadBudgets": {"pretrain-70b": 1e9}}) == []

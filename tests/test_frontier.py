@@ -20,7 +20,10 @@ CHAT = {"kind": "inference", "model": {"preset": "llama-3.1-70b"},
         "serving": {"max_context_tokens": 8192, "prompt_tokens": 1024, "output_tokens": 256, "concurrent_requests": 32,
                     "max_inter_token_latency_ms": 50}}
 TRAIN = {"kind": "training", "model": {"preset": "llama-3-8b"},
-         "training": {"tokens": 2e11, "sequence_length": 4096, "deadline_hours": 720}, "constraints": {"max_nodes": 32}}
+         "training": {"tokens": 2e11, "sequence_length": 4096, "deadline_hours": 720},
+         # the frontier's values are expected estimates: the plan is judged on them too, not at the `likely` edge
+         # (issue 25), whose slow edge passes over the cheapest point within the deadline
+         "constraints": {"max_nodes": 32, "confidence": "expected"}}
 
 
 @pytest.fixture(scope="module", params=["serving", "training"])
@@ -67,7 +70,9 @@ def test_moving_the_latency_target_selects_the_matching_point(catalog):
     f = frontier(base, catalog)
     for p in f.points[:6]:
         itl_ms = values(f, p)[1] * (1 + 1e-9)
-        w = workload(**{**CHAT, "serving": {**CHAT["serving"], "max_inter_token_latency_ms": itl_ms}})
+        # judged at the expected estimate, as the frontier's ITL values are (not at the `likely` edge, issue 25)
+        w = workload(**{**CHAT, "serving": {**CHAT["serving"], "max_inter_token_latency_ms": itl_ms},
+                        "constraints": {"confidence": "expected"}})
         cheapest = min(values(f, q)[0] for q in f.points if values(f, q)[1] <= itl_ms)
         assert plan_workload(w, catalog).cost.usd_per_month == pytest.approx(cheapest, rel=1e-3)
 
