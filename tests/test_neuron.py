@@ -15,6 +15,11 @@ from planner.units import BYTES_PER_PARAM, GIB
 from tests.conftest import ROOT, workload
 
 
+# Issue 10's case is judged at the estimate itself: at the `likely` edge (issue 25's default) inf2 needs three
+# nodes for ITL ≤ 50 ms and a GPU type wins, and these tests are about Neuron, not the accuracy band.
+AT_ESTIMATE = {"constraints": {"confidence": "expected"}}
+
+
 def serve(model: str, **serving):
     return {"kind": "inference", "model": {"preset": model},
             "serving": {"max_context_tokens": 4096, "prompt_tokens": 1024, "output_tokens": 256, **serving}}
@@ -52,7 +57,8 @@ def test_70b_on_inf2_48xlarge_plans_at_tp_24_neuroncores(catalog):
 def test_issue_case_picks_inf2_over_trn1_for_70b_at_8_requests(catalog):
     """Issue 10: llama-2-70b, 8 requests, ITL ≤ 50 ms chose trn1.32xlarge at $28.50/h; inf2.48xlarge
     meets it at $15.58/h (AWS's tables: 33-35 ms TPOT at batch 1)."""
-    plan = plan_workload(workload(**serve("llama-2-70b", concurrent_requests=8, max_inter_token_latency_ms=50)),
+    plan = plan_workload(workload(**serve("llama-2-70b", concurrent_requests=8, max_inter_token_latency_ms=50),
+                                  **AT_ESTIMATE),
                          catalog)
     assert plan.choice.instance_type == "inf2.48xlarge" and plan.choice.nodes == 1
     assert plan.layout.tensor_parallel == 24 and plan.layout.compiled_batch_size == 8
@@ -107,7 +113,8 @@ def test_static_shapes_run_every_replica_at_the_compiled_batch():
 
 
 def test_container_environment_sets_the_compiled_shapes(catalog):
-    plan = plan_workload(workload(**serve("llama-2-70b", concurrent_requests=8, max_inter_token_latency_ms=50)),
+    plan = plan_workload(workload(**serve("llama-2-70b", concurrent_requests=8, max_inter_token_latency_ms=50),
+                                  **AT_ESTIMATE),
                          catalog)
     env = settings.container_environment(plan, "meta-llama/Llama-2-70b-hf", 0.1)
     assert env["OPTION_TENSOR_PARALLEL_DEGREE"] == "24"
@@ -160,7 +167,7 @@ def test_policy_pack_checks_neuron_endpoints_per_neuroncore(catalog):
     from policies.rules import evaluate
     from tests.test_policies import sign
 
-    w = workload(**serve("llama-2-70b", concurrent_requests=8, max_inter_token_latency_ms=50))
+    w = workload(**serve("llama-2-70b", concurrent_requests=8, max_inter_token_latency_ms=50), **AT_ESTIMATE)
     tags = plan_tags(plan_workload(w, catalog), w, "production")
     assert "tp=24" in tags["gpuplan:layout"]
 
@@ -183,7 +190,7 @@ def test_compiled_model_url_reaches_the_container_with_read_access_to_it_only(tm
 
     config = {"aws:region": "us-east-1",
               "gpuplan:workloads": [{"name": "chat-70b", **serve("llama-2-70b", concurrent_requests=8,
-                                                                  max_inter_token_latency_ms=50)}],
+                                                                  max_inter_token_latency_ms=50), **AT_ESTIMATE}],
               "gpuplan:deployments": {"chat-70b": {"hfModelId": "meta-llama/Llama-2-70b-hf",
                                                    "compiledModelUrl": "s3://neff-cache/llama-2-70b/"}}}
     stack = run_program(config)

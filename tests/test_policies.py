@@ -26,12 +26,27 @@ from tests.pulumi_harness import run_program, stack_config
 POLICIES = {p.name: p for p in build_policies()}
 OPTS = PolicyResourceOptions(protect=False, ignore_changes=[], delete_before_replace=None, aliases=[],
                              custom_timeouts=PolicyCustomTimeouts(0, 0, 0), additional_secret_outputs=[])
+
+
+def example_config() -> dict:
+    """The example stack's config, with every workload checked at the estimate itself
+    (`constraints.confidence: expected`): these tests are about the rules, not the accuracy band, and the
+    `likely` default moves the example's plans (issue 25)."""
+    config = stack_config()
+    for workload in config["gpuplan:workloads"]:
+        workload.setdefault("constraints", {})["confidence"] = "expected"
+    return config
+
+
 STACK = run_program(stack_config())
+EXPECTED_STACK = run_program(example_config())
 
 
-def stack(preview: bool = False) -> list[Resource]:
-    """The example program's resources (a fresh copy), with the engine's property dependencies."""
-    recorded = run_program(stack_config(), preview=True) if preview else STACK
+def stack(preview: bool = False, expected: bool = False) -> list[Resource]:
+    """The example program's resources (a fresh copy), with the engine's property dependencies;
+    expected: with every workload at the expected estimate (example_config)."""
+    config = example_config() if expected else stack_config()
+    recorded = run_program(config, preview=True) if preview else EXPECTED_STACK if expected else STACK
     return [Resource(r.type, r.name, copy.deepcopy(r.inputs), r.urn, r.parent, dict(r.dependencies))
             for r in recorded.resources]
 
@@ -83,20 +98,21 @@ def test_tags_are_valid_sagemaker_tag_values():
 
 
 def test_memory_fits_passes_the_plan_and_blocks_undersized_through_the_pack():
-    resources = stack()
+    resources = stack(expected=True)
     assert validate_stack("accelerator-memory-fits", resources) == []
-    assert validate_stack("accelerator-memory-fits", stack(preview=True)) == []  # computed names unknown
+    assert validate_stack("accelerator-memory-fits", stack(preview=True, expected=True)) == []  # computed names unknown
     named(resources, "chat-70b-config").props["productionVariants"][0]["instanceType"] = "ml.g5.48xlarge"
     [(message, urn)] = validate_stack("accelerator-memory-fits", resources)
     assert urn == named(resources, "chat-70b-config").urn
     assert message.startswith("ml.g5.48xlarge has 22.4 GiB per A10G (20.1 GiB usable after 10% headroom) but "
-                              "workload chat-70b (llama-3.1-70b) needs 24.1 GiB per device at TP 8 × PP 1")
+                              "workload chat-70b (llama-3.1-70b) needs 29.1 GiB per device at TP 8 × PP 1")
+    # 29.1 GiB: the plan now serves all 32 requests on one replica (batch 32, not 2 × 16), so twice the KV cache
     # NVIDIA types only (the vLLM engine), cheapest SageMaker price first
     assert "types that fit: p4de.24xlarge ($34.31/h), g6e.48xlarge ($37.66/h), p4d.24xlarge ($37.69/h)" in message
 
 
 def test_memory_headroom_config_is_a_floor():
-    resources = stack()
+    resources = stack(expected=True)
     assert mandatory(resources, {"accelerator-memory-fits": {"minHeadroom": 0.05}}) == []
     found = {r: m for p, r, m in mandatory(resources, {"accelerator-memory-fits": {"minHeadroom": 0.75}})}
     assert "20.0 GiB usable after 75% headroom" in found["chat-70b-config"]
@@ -153,7 +169,7 @@ def test_removing_the_tags_blocks():
 
 def test_the_memory_rule_sizes_from_the_engine_not_the_tags():
     """A consistent lie in the tags (re-sealed, ctx=2048) cannot shrink what the engine allocates."""
-    resources = stack()
+    resources = stack(expected=True)
     model = named(resources, "chat-70b-model").props["primaryContainer"]["environment"]
     model["OPTION_MAX_MODEL_LEN"] = "131072"
     model["OPTION_MAX_ROLLING_BATCH_SIZE"] = "64"
@@ -254,17 +270,18 @@ def test_multi_node_rules_count_the_group_not_the_tag():
 
 
 def test_a_group_outside_the_cluster_placement_group_blocks():
-    resources = stack()
+    resources = stack(expected=True)
     group = named(resources, "pretrain-70b-nodes")
     del group.props["placementGroup"]
     group.dependencies.pop("placementGroup", None)
     named(resources, "pretrain-70b-lt").props.pop("placement")
     found = [m for p, _, m in mandatory(resources) if p == "multi-node-training-network"]
-    assert found == ["pretrain-70b-nodes: 16 training nodes outside a cluster placement group (placementGroup unset); "
+    # 32 nodes: the plan since issue 25's refit (p4d × 32 at the expected estimate)
+    assert found == ["pretrain-70b-nodes: 32 training nodes outside a cluster placement group (placementGroup unset); "
                      "EFA collectives need the nodes on one network spine"]
     # through the pack: the engine's property dependencies link the group to the placement group
-    assert validate_stack("multi-node-training-network", stack()) == []
-    assert validate_stack("multi-node-training-network", stack(preview=True)) == []
+    assert validate_stack("multi-node-training-network", stack(expected=True)) == []
+    assert validate_stack("multi-node-training-network", stack(preview=True, expected=True)) == []
 
 
 SG = "aws:ec2/securityGroup:SecurityGroup"
@@ -413,40 +430,46 @@ def test_whole_pack_blocks_an_undersized_endpoint_swap():
 
 
 def test_whole_pack_blocks_tp16_on_8_gpu_nodes():
-    resources = stack()
+    resources = stack(expected=True)
     template = named(resources, "pretrain-70b-lt")
     layout = re.sub(r"tp=\d+", "tp=16", template.props["tags"]["gpuplan:layout"])
     template.props["tags"] = sign({**template.props["tags"], "gpuplan:layout": layout})
     blocked = mandatory(resources)
     assert ("tensor-parallel-within-node", "pretrain-70b-lt") in [(p, r) for p, r, _ in blocked]
     # the nodes' user data still exports the planned TP, and the memory rule says so
-    assert any("says tp=16 but the nodes' user data exports 2" in m for _, _, m in blocked), blocked
+    # the planned TP is 8 since issue 25's refit (p4d.24xlarge, TP 8 × PP 8)
+    assert any("says tp=16 but the nodes' user data exports 8" in m for _, _, m in blocked), blocked
 
 
 def test_levels_from_config():
-    resources = stack()
+    resources = stack(expected=True)
     assert evaluate(resources, {"all": "disabled"}) == []
-    [v] = evaluate(resources, {"endpoint-availability": "mandatory"})
-    assert (v.policy, v.level, v.workload) == ("endpoint-availability", "mandatory", "chat-8b")
+    # both endpoints run one instance since issue 25's refit (chat-70b: one p4de replica at batch 32)
+    found = evaluate(resources, {"endpoint-availability": "mandatory"})
+    assert sorted((v.policy, v.level, v.workload) for v in found) == [
+        ("endpoint-availability", "mandatory", "chat-70b"), ("endpoint-availability", "mandatory", "chat-8b")]
 
 
 def test_check_cli_exit_codes_and_formats(tmp_path):
     runner = CliRunner()
-    ok = runner.invoke(app, ["check", str(ROOT / "Pulumi.example.yaml"), "--format", "json"])
+    example = str(ROOT / "Pulumi.example.yaml")
+    ok = runner.invoke(app, ["check", example, "--format", "json"])
     assert ok.exit_code == 0, (ok.output, ok.exception)
     report = json.loads(ok.output)
-    assert report["passed"] is True and report["mandatory"] == 0 and report["advisory"] == 1, report
+    # two advisories: since issue 25's refit both endpoints plan one instance (endpoint-availability)
+    assert report["passed"] is True and report["mandatory"] == 0 and report["advisory"] == 2, report
     config = tmp_path / "policy.json"
     config.write_text(json.dumps({"endpoint-availability": "mandatory"}))
-    blocked = runner.invoke(app, ["check", str(ROOT / "Pulumi.example.yaml"), "--policy-config", str(config),
+    blocked = runner.invoke(app, ["check", example, "--policy-config", str(config),
                                   "--format", "markdown"])
     assert blocked.exit_code == 1
-    assert "❌ **Policies: 1 mandatory, 0 advisory violation(s)**" in blocked.output
+    assert "❌ **Policies: 2 mandatory, 0 advisory violation(s)**" in blocked.output
     assert "**mandatory** `endpoint-availability` on `chat-8b-config`" in blocked.output
+    assert "**mandatory** `endpoint-availability` on `chat-70b-config`" in blocked.output
     bad = runner.invoke(app, ["check", str(tmp_path / "missing.yaml")])
     assert bad.exit_code == 2
     not_json = write_yaml(tmp_path / "policy.yaml", {"all": "mandatory"})
-    bad = runner.invoke(app, ["check", str(ROOT / "Pulumi.example.yaml"), "--policy-config", str(not_json)])
+    bad = runner.invoke(app, ["check", example, "--policy-config", str(not_json)])
     assert bad.exit_code == 2 and "not valid JSON" in bad.output
 
 

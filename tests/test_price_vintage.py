@@ -16,7 +16,9 @@ CHAT_70B = {"kind": "inference", "model": {"preset": "llama-3.1-70b"},
 
 def test_the_issue_case_says_it_ranked_an_estimate_against_an_older_published_price():
     """ml.p4de.24xlarge (EC2 × markup, 2025-11-30) beat ml.p4d.24xlarge (published, 2024): said so."""
-    plan = plan_workload(workload(**CHAT_70B), bundled())
+    # at the estimate itself: the `likely` edge (issue 25's default) moves this case to p5en.48xlarge, and
+    # the test is about the price-vintage notes, not the accuracy band
+    plan = plan_workload(workload(**CHAT_70B, constraints={"confidence": "expected"}), bundled())
     assert plan.choice.instance_type == "p4de.24xlarge" and plan.cost.price_estimated
     assert "ranked an estimated price against published ones" in plan.choice.reason
     assert "prices of different vintages ranked together (2024-03-26 to 2026-01-21)" in plan.choice.reason
