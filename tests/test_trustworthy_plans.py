@@ -35,9 +35,13 @@ def test_zero3_gathers_every_micro_batch_over_one_efa_link(catalog, arch):
 
 
 def test_13b_run_now_picks_full_nodes(catalog):
-    plan = plan_workload(workload(**LLAMA2_13B_RUN), catalog)
-    # 8 × B200 (2.25 PF dense BF16 each) at $113.93/h finishes in 718 h, under 3 × p5 at $165.12/h for 545 h
-    assert (plan.choice.instance_type, plan.choice.nodes) == ("p6-b200.48xlarge", 1)
+    # B200 and H100 nodes, whole or single-GPU: since the issue-25 refit p4d × 16 ties B200 × 3 to 3 significant
+    # figures of $/run over the whole catalog and p5.4xlarge drops out of the top alternatives
+    spec = {**LLAMA2_13B_RUN, "constraints": {**LLAMA2_13B_RUN["constraints"], "families": ["p6-b200", "p5"]}}
+    plan = plan_workload(workload(**spec), catalog)
+    # 3 × 8 × B200 at $341.88/h finish in 307 h at the likely edge (1 node's estimate no longer fits 720 h there),
+    # under 6 × p5.48xlarge ($115,677/run) and 64 × p5.4xlarge ($134,989/run)
+    assert (plan.choice.instance_type, plan.choice.nodes) == ("p6-b200.48xlarge", 3)
     assert plan.performance.time_to_train_s <= 720 * 3600
     single_gpu = next(a for a in plan.alternatives if a.instance_type == "p5.4xlarge")
     assert single_gpu.reason.startswith("costlier:") and single_gpu.nodes > 3
@@ -80,8 +84,11 @@ def test_fp8_training_is_not_fp8_peak_times_a_gemm_efficiency(catalog):
 def test_concurrency_is_a_ceiling_never_rounded_up(catalog):
     """llama-3.1-70b, 20 concurrent requests, 3,000 tok/s: 60 nodes used to claim 3,133 tok/s by
     putting 60 requests in flight. 20 sequences cannot stream 3,000 tok/s: exit 1, nearest misses."""
+    # checked at the estimate: at the likely edge the interactive TTFT/ITL defaults are the nearest misses,
+    # hiding the throughput misses this test is about
     w = workload(kind="inference", model={"preset": "llama-3.1-70b"},
-                 serving={"concurrent_requests": 20, "target_output_tokens_per_s": 3000})
+                 serving={"concurrent_requests": 20, "target_output_tokens_per_s": 3000},
+                 constraints={"confidence": "expected"})
     with pytest.raises(InfeasibleError) as err:
         plan_workload(w, catalog)
     assert "with 20 requests in flight" in str(err.value)
@@ -90,7 +97,8 @@ def test_concurrency_is_a_ceiling_never_rounded_up(catalog):
 def test_replicas_share_the_concurrency(catalog):
     w = workload(kind="inference", model={"preset": "llama-3.1-8b"},
                  serving={"concurrent_requests": 10, "target_output_tokens_per_s": 300},
-                 constraints={"instance_types": ["g6e.xlarge"]}, layout={"replicas": 3})
+                 # at the estimate: 3 × g6e.xlarge's 395 tokens/s drop to 186 at the likely edge since issue 25
+                 constraints={"instance_types": ["g6e.xlarge"], "confidence": "expected"}, layout={"replicas": 3})
     plan = plan_workload(w, catalog)
     assert plan.layout.replicas == 3 and plan.layout.batch_per_replica == 4  # 4 + 3 + 3
     assert plan.layout.sequences_in_flight == 10
@@ -161,7 +169,9 @@ def test_alternatives_show_the_figure_that_ranks_them(catalog):
     figures = [a.ranking_usd for a in plan.alternatives]
     assert figures == sorted(figures) and all(a.ranked_by == "usd_per_training_run" for a in plan.alternatives)
     assert all(a.ranking_usd == pytest.approx(a.usd_per_training_run) for a in plan.alternatives)
-    assert all(f >= plan.cost.usd_per_training_run for f in figures)
+    # no alternative is cheaper in the ranked figure, which ties costs equal to 3 significant figures
+    # (Candidate.rank_key): p4d × 16 at $105,037/run ties B200 × 3 at $105,115/run and loses on nodes
+    assert all(float(f"{f:.3g}") >= float(f"{plan.cost.usd_per_training_run:.3g}") for f in figures)
     for r in plan.rejected:
         if r.reason.startswith("feasible but"):
             assert "/run vs $" in r.reason  # never an hourly figure beside a run cost
