@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import statistics
 from functools import cache, cached_property
-from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from planner.bounds import (ACCELERATORS_PER_NODE, CAPEX_USD, DEVICE_MEMORY_MIB, INTER_NODE_GBPS, INTRA_NODE_GB_S,
@@ -295,8 +293,9 @@ class Overlay(BaseModel):
 
 @cache
 def bundled() -> Catalog:
-    text = resources.files("planner.data").joinpath("catalog.yaml").read_text()
-    return _validated(Catalog, yaml.safe_load(text), "planner/data/catalog.yaml")
+    from planner.bundled import load as load_bundled  # compiled JSON while current (planner/bundled.py)
+
+    return _validated(Catalog, load_bundled("catalog"), "planner/data/catalog.yaml")
 
 
 def with_overlay(base: Catalog, overlay_data: object, file: str) -> Catalog:

@@ -4,9 +4,6 @@ cost per request each way at the spec's prompt and output lengths, and the traff
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
-
-import yaml
 
 from planner.plan import ManagedApi
 from planner.spec import Workload
@@ -14,7 +11,9 @@ from planner.spec import Workload
 
 @cache
 def managed_prices() -> dict:
-    return yaml.safe_load(resources.files("planner.data").joinpath("managed.yaml").read_text())
+    from planner.bundled import load  # compiled JSON while current (planner/bundled.py)
+
+    return load("managed")
 
 
 def compare_managed(w: Workload, usd_per_hour: float, output_tokens_per_s: float) -> ManagedApi | None:

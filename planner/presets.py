@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from importlib import resources
 
-import yaml
 from pydantic import Field, model_validator
 
 from planner.strict import StrictModel
@@ -100,7 +98,9 @@ class Architecture(StrictModel):
 
 @cache
 def _models_document() -> dict:
-    return yaml.safe_load(resources.files("planner.data").joinpath("models.yaml").read_text())
+    from planner.bundled import load  # compiled JSON while current (planner/bundled.py)
+
+    return load("models")
 
 
 @cache
