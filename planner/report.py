@@ -6,9 +6,6 @@ from __future__ import annotations
 import io
 import json
 
-from rich.console import Console
-from rich.table import Table
-
 from planner.buying_report import managed_lines, markdown_sections, purchase_rows, rent_lines, storage_lines
 from planner.mdsafe import md_code, md_text
 from planner.plan import Plan, PlanSet
@@ -112,6 +109,9 @@ def render_markdown(plans: PlanSet) -> str:
 
 
 def render_table(plans: PlanSet, width: int = 120) -> str:
+    from rich.console import Console  # only tables need rich; JSON and markdown start faster without it
+    from rich.table import Table
+
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, force_terminal=False, color_system=None)
     for p in plans.plans:
