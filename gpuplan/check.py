@@ -92,10 +92,9 @@ def validate_deployments(path: str | Path, spec: WorkloadFile) -> dict:
     """A stack file's gpuplan:deployments, read as the program reads them, so `plan`, `cost` and
     `preflight` refuse a wrongly typed setting as `pulumi up` would (SpecError naming the key as
     written). Workload name → Deployment; empty for a workload file."""
-    from components.config import read_deployments
-
     if spec.stack_config is None:
         return {}
+    from components.config import read_deployments
     try:
         return read_deployments(spec.stack_config.get("gpuplan:deployments"), [w.name for w in spec.workloads])
     except ValueError as exc:  # "<key as written>: <what is wrong>"
