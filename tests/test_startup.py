@@ -75,3 +75,17 @@ def test_check_with_a_mandatory_violation_exits_1_through_the_early_exit(tmp_pat
 def test_bad_input_still_exits_2_without_a_traceback(tmp_path):
     done = _entry_point("check", str(tmp_path / "missing.yaml"))
     assert done.returncode == 2 and "error:" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_many_workloads_bench_generates_distinct_training_shapes():
+    """Issue 29: 5,000 DISTINCT training workloads, so no two share a search."""
+    sys.path.insert(0, str(ROOT))
+    from bench.many_workloads import distinct_training
+
+    base = next(w for w in yaml.safe_load((ROOT / "examples" / "workloads.yaml").read_text())["workloads"]
+                if w["kind"] == "training")
+    assert base["kind"] == "training"
+    made = distinct_training(base, 5000)
+    shapes = {json.dumps({k: v for k, v in w.items() if k != "name"}, sort_keys=True) for w in made}
+    assert len(made) == len(shapes) == 5000
+    assert {w["kind"] for w in made} == {"training"}
