@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from planner import PlanSet, plan_workloads
+from planner import PlanSet, plan_workloads, shared_searches
 from planner import catalog as catalog_mod
 from planner.errors import SpecError
 from planner.mdsafe import md_code, md_text
@@ -114,12 +114,13 @@ def check_file(path: str | Path, policy_config: dict | None = None, spec: Worklo
     from policies.rules import evaluate
 
     spec = spec or load_workloads(path)
-    plans = plans or plan_workloads(spec)  # SpecError / InfeasibleError surface here, with the planner's messages
-    try:
-        notes: list[str] | None = [] if stand_ins else None
-        recorder = synthesize(program_config(spec, notes), preview=strict)
-    except pulumi.RunError as exc:
-        raise SpecError(str(exc), file=str(path)) from None
+    with shared_searches():  # the program plans the stack again from its config: the same searches
+        plans = plans or plan_workloads(spec)  # SpecError / InfeasibleError surface here, with the planner's messages
+        try:
+            notes: list[str] | None = [] if stand_ins else None
+            recorder = synthesize(program_config(spec, notes), preview=strict)
+        except pulumi.RunError as exc:
+            raise SpecError(str(exc), file=str(path)) from None
     resources = [Resource(r.type, r.name, r.inputs, r.urn, r.parent, r.dependencies) for r in recorder.resources]
     config = dict(policy_config or {})
     if not strict:

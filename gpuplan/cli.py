@@ -213,7 +213,10 @@ def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAM
             diff.frontiers = [frontier(w, head_catalog) for w in head_spec.workloads if w.name in moved]
         return diff
 
-    diff = guarded(build)
+    from planner import shared_searches
+
+    with shared_searches():  # base and head share their unchanged workloads' searches, and the check its plans
+        diff = guarded(build)
     if skip_no_diff and not diff.changed:
         return
     from gpuplan import cost_comment

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from planner.errors import InfeasibleError, SpecError
 
@@ -45,6 +46,23 @@ def _selected(spec: WorkloadFile, catalog_path, region, only):
     return path, catalog, workloads
 
 
+_shared_searches: dict | None = None
+
+
+@contextmanager
+def shared_searches() -> Iterator[None]:
+    """Within the block, plan_workloads reuses a search already made for the same workload shape against
+    the same catalog object. `gpuplan check` plans the stack, then runs the Pulumi program, which plans
+    it again from its config; a plan is a function of (shape, catalog) alone (name aside), so the second
+    pass need not search. Scoped, not global: a test that changes a constant between plans sees it."""
+    global _shared_searches
+    outer, _shared_searches = _shared_searches, ({} if _shared_searches is None else _shared_searches)
+    try:
+        yield
+    finally:
+        _shared_searches = outer
+
+
 def plan_workloads(spec: WorkloadFile, catalog_path: str | Path | None = None, region: str | None = None,
                    only: str | None = None, progress: Callable[[int, int], None] | None = None) -> PlanSet:
     """Plan every workload (or the one named `only`); the spec's `catalog:` applies unless overridden.
@@ -55,13 +73,15 @@ def plan_workloads(spec: WorkloadFile, catalog_path: str | Path | None = None, r
 
     path, catalog, workloads = _selected(spec, catalog_path, region, only)
     plans: list[Plan] = []
-    searched: dict[str, Plan] = {}
+    searched: dict = _shared_searches if _shared_searches is not None else {}
     for w in workloads:
-        shape = w.model_dump_json(exclude={"name"})
-        if shape in searched:
-            plans.append(searched[shape].model_copy(update={"workload": w.name}))
+        key = (id(catalog), w.model_dump_json(exclude={"name"}))
+        if key in searched:
+            plans.append(searched[key][1].model_copy(update={"workload": w.name}))
         else:
-            plans.append(searched.setdefault(shape, plan_workload(w, catalog)))
+            plan = plan_workload(w, catalog)
+            searched[key] = (catalog, plan)  # the catalog held, so its id is not reused while the entry lives
+            plans.append(plan)
         if progress is not None:
             progress(len(plans), len(workloads))
     return PlanSet(plans=plans, catalog=str(path) if path else "bundled")
