@@ -83,12 +83,11 @@ CalibrationOpt = typer.Option(None, "--calibration", help="Calibration file from
 def calibrated(plans, spec, path: Optional[Path], file: Path):
     """The plans with the calibration's factors applied: --calibration, else gpuplan:calibration
     (relative to the stack file)."""
-    from planner.calibration import apply, load
-
     if path is None and (spec.stack_config or {}).get("gpuplan:calibration"):
         path = file.parent / str(spec.stack_config["gpuplan:calibration"])
     if not path:
         return plans
+    from planner.calibration import apply, load
     cal = load(path)
     return plans.model_copy(update={"plans": [apply(p, cal) for p in plans.plans]})
 
