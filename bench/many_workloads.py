@@ -25,6 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SEQUENCE_LENGTHS = (2048, 4096, 8192)
 NODE_CAPS = (16, 32, 64, 128)
 PRESETS = ("llama-3-70b", "llama-3-8b", "llama-3.1-70b")
+sys.path.insert(0, str(ROOT))
+
+from planner.yamlsafe import load_text  # noqa: E402
 
 
 def timed_plan(workloads: list[dict]) -> tuple[float, int]:
@@ -58,7 +61,7 @@ def main() -> None:
     parser.add_argument("--distinct", type=int, default=5000, help="how many distinct training workloads")
     parser.add_argument("--skip-fleet", action="store_true", help="skip the 5,000 workloads of 4 shapes")
     args = parser.parse_args()
-    shapes = yaml.safe_load((ROOT / "examples" / "workloads.yaml").read_text())["workloads"]
+    shapes = load_text((ROOT / "examples" / "workloads.yaml").read_text())["workloads"]
     if not args.skip_fleet:
         fleet = [{**shapes[i % len(shapes)], "name": f"{shapes[i % len(shapes)]['name']}-{i}"} for i in range(5000)]
         seconds, size = timed_plan(fleet)

@@ -15,17 +15,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import yaml  # noqa: E402
-
 from gpuplan.offline import synthesize  # noqa: E402
 from policies.resources import Resource  # noqa: E402
+from planner.yamlsafe import load_text  # noqa: E402
 from policies.rules import evaluate  # noqa: E402
 
 TARGET = 1000
 
 
 def main() -> None:
-    config = yaml.safe_load((Path(__file__).resolve().parent.parent / "Pulumi.example.yaml").read_text())["config"]
+    config = load_text((Path(__file__).resolve().parent.parent / "Pulumi.example.yaml").read_text())["config"]
     base = synthesize(config).resources
     resources = []
     while len(resources) < TARGET:

@@ -7,13 +7,12 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import yaml
-
 from planner import efficiency
 from planner.catalog import Catalog
 from planner.memory import TrainingSetup, training_model_states
 from planner.performance import decode_step, prefill_s, serving_estimate
 from planner.presets import presets
+from planner.yamlsafe import load_text
 from planner.training_time import TrainingLayout, model_flops_per_token, training_step, training_work
 
 DATA = Path(__file__).resolve().parent / "data" / "reference.yaml"
@@ -38,7 +37,7 @@ class Row:
 
 @cache
 def reference() -> dict:
-    return yaml.safe_load(DATA.read_text())
+    return load_text(DATA.read_text(), bundled=True)
 
 
 def _decode_rows(catalog: Catalog) -> list[Row]:

@@ -11,6 +11,20 @@ from pydantic.alias_generators import to_camel
 
 from planner.errors import shown
 
+# EC2 resource ids: the prefix and 8 (older) or 17 hex digits. EC2's service model (botocore) gives these
+# shapes no pattern; SageMaker's gives SubnetId [-0-9a-zA-Z]+ of at most 32, which these satisfy.
+HEX_ID = r"(?:[0-9a-f]{8}|[0-9a-f]{17})"
+VPC_ID = re.compile(rf"^vpc-{HEX_ID}$")
+SUBNET_ID = re.compile(rf"^subnet-{HEX_ID}$")
+SECURITY_GROUP_ID = re.compile(rf"^sg-{HEX_ID}$")
+RESERVATION_ID = re.compile(rf"^cr-{HEX_ID}$")  # Capacity Blocks are capacity reservations too (cr-...)
+KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(key|alias)/[A-Za-z0-9/_+=.@-]{1,256}$")
+# botocore's sagemaker ContainerImage: [\S]+, at most 255. An image reference is
+# [registry[:port]/]repository[:tag][@sha256:digest] (OCI distribution spec: lower-case path components
+# separated by . _ - /, tags of [\w][\w.-]{0,127}).
+IMAGE_URI = re.compile(r"^(?:[a-z0-9.-]+(?::\d+)?/)?[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*"
+                       r"(?::[\w][\w.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$")
+MAX_IMAGE_URI_CHARS = 255
 S3_URL = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
 SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$")
 # Hugging Face organisations whose models are gated (accept the licence, then a token): a deployment
@@ -53,6 +67,39 @@ class Deployment(BaseModel):
             raise ValueError("must be an s3://bucket/prefix URL")
         return url
 
+    @field_validator("subnet_id")
+    @classmethod
+    def _subnet(cls, value: str | None) -> str | None:
+        if value is not None and not SUBNET_ID.match(value):
+            raise ValueError("must be a subnet id (subnet- and 8 or 17 hex digits)")
+        return value
+
+    @field_validator("vpc_subnet_ids", "vpc_security_group_ids")
+    @classmethod
+    def _network_ids(cls, values: list[str] | None, info) -> list[str] | None:
+        pattern, what, prefix = (SUBNET_ID, "subnet", "subnet") if info.field_name == "vpc_subnet_ids" else \
+            (SECURITY_GROUP_ID, "security group", "sg")
+        for value in values or []:
+            if not pattern.match(value):
+                raise ValueError(f"must be {what} ids ({prefix}- and 8 or 17 hex digits)")
+        return values
+
+    @field_validator("capacity_reservation_id", "capacity_block_id")
+    @classmethod
+    def _reservation(cls, value: str | None) -> str | None:
+        if value is not None and not RESERVATION_ID.match(value):
+            raise ValueError("must be a capacity reservation id (cr- and 8 or 17 hex digits; a Capacity Block "
+                             "is a reservation too)")
+        return value
+
+    @field_validator("image_uri")
+    @classmethod
+    def _image(cls, value: str | None) -> str | None:
+        if value is not None and (len(value) > MAX_IMAGE_URI_CHARS or not IMAGE_URI.match(value)):
+            raise ValueError(f"must be a container image URI of at most {MAX_IMAGE_URI_CHARS} characters "
+                             "(registry/repository:tag or @sha256:digest)")
+        return value
+
     @field_validator("hf_token_secret_arn")
     @classmethod
     def _secret(cls, arn: str | None) -> str | None:
@@ -90,3 +137,33 @@ def read_deployments(raw: Any, workloads: list[str]) -> dict[str, Deployment]:
             got = f" (got {shown(error['input'])})" if error["type"] != "extra_forbidden" else ""
             raise ValueError(f"{key}.{name}.{field}: {message}{got}") from None
     return out
+
+
+def read_stack_settings(config: dict) -> None:
+    """The stack's own gpuplan:* settings beside workloads and deployments, checked as AWS will read
+    them. Raises ValueError("<key as written>: <what is wrong>") for the first problem."""
+    from planner.tags import tag_value_problem
+
+    vpc = config.get("gpuplan:vpcId")
+    if vpc is not None and not (isinstance(vpc, str) and VPC_ID.match(vpc)):
+        raise ValueError(f"gpuplan:vpcId: must be a VPC id (vpc- and 8 or 17 hex digits) (got {shown(vpc)})")
+    subnets = config.get("gpuplan:subnetIds")
+    if subnets is not None:
+        if not isinstance(subnets, list):
+            raise ValueError(f"gpuplan:subnetIds: must be a list of subnet ids (got {shown(subnets)})")
+        for index, subnet in enumerate(subnets):
+            if not (isinstance(subnet, str) and SUBNET_ID.match(subnet)):
+                raise ValueError(f"gpuplan:subnetIds[{index}]: must be a subnet id (subnet- and 8 or 17 hex digits) "
+                                 f"(got {shown(subnet)})")
+    kms = config.get("gpuplan:kmsKeyArn")
+    if kms is not None and not (isinstance(kms, str) and KMS_KEY_ARN.match(kms)):
+        raise ValueError("gpuplan:kmsKeyArn: must be a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID) "
+                         f"(got {shown(kms)})")
+    environment = config.get("gpuplan:environment")
+    if environment is not None:
+        problem = "must be text" if not isinstance(environment, str) else tag_value_problem(environment)
+        if problem:
+            raise ValueError(f"gpuplan:environment: {problem} (it is written as a tag on every resource)")
+    catalog = config.get("gpuplan:catalog")
+    if catalog is not None and not isinstance(catalog, str):
+        raise ValueError(f"gpuplan:catalog: must be a file path (got {shown(catalog)})")

@@ -21,12 +21,13 @@ import pulumi
 import pulumi_aws as aws
 
 from components import InferenceEndpoint, InferenceEndpointArgs, TrainingCluster, TrainingClusterArgs
-from components.config import Deployment, read_deployments
+from components.config import Deployment, read_deployments, read_stack_settings
 from planner import InfeasibleError, SpecError, plan_workloads
 from planner import catalog as catalog_mod
+from planner.paths import overlay_path
 from planner.spec import (STACK_CATALOG_KEY, STACK_DOCUMENT_KEYS, STACK_KEY, STACK_REGION_KEY, parse_workloads,
                           stack_document)
-from planner.tags import plan_tags
+from planner.tags import plan_tags, tag_value_problem
 
 
 def fail(key: str, message: str) -> None:
@@ -44,13 +45,16 @@ def read_config(config: pulumi.Config, region: str):
     except pulumi.ConfigMissingError:
         fail(STACK_KEY, "missing; set it with `pulumi config set --path 'workloads[0].name' chat`")
     raw = {STACK_KEY: workloads, STACK_REGION_KEY: region}
-    if config.get("catalog"):
-        raw[STACK_CATALOG_KEY] = config.get("catalog")
     try:
+        named = config.get("catalog")
+        if named:  # relative to the project directory, where `pulumi up` runs, and kept inside it
+            raw[STACK_CATALOG_KEY] = named if os.path.isabs(named) else \
+                overlay_path(named, os.path.join(os.getcwd(), "Pulumi.yaml"), STACK_CATALOG_KEY)
         spec = parse_workloads(stack_document(raw), "", STACK_DOCUMENT_KEYS)
         plans = plan_workloads(spec)
     except SpecError as exc:
-        path = exc.path if exc.path.startswith("gpuplan:") else f"gpuplan:{exc.path}" if exc.path else STACK_KEY
+        path = exc.path.removeprefix("config.")
+        path = path if path.startswith(("gpuplan:", "aws:")) else f"gpuplan:{path}" if path else STACK_KEY
         fail(path, exc.message)
     except InfeasibleError as exc:
         fail(f"{exc.path or STACK_KEY} ({exc.workload})", exc.explanation())
@@ -73,12 +77,21 @@ def main() -> None:
     except ValueError as exc:
         key, _, message = str(exc).partition(": ")
         fail(key, message)
+    try:
+        read_stack_settings({f"gpuplan:{key}": config.get_object(key) if key == "subnetIds" else config.get(key)
+                             for key in ("vpcId", "subnetIds", "environment", "kmsKeyArn")})
+    except ValueError as exc:
+        key, _, message = str(exc).partition(": ")
+        fail(key, message)
     environment = config.get("environment") or "production"
     summaries = {}
     for workload, plan in zip(spec.workloads, plans.plans):
         deploy = deployments[workload.name]
         key = f"gpuplan:deployments.{workload.name}"
         tags = plan_tags(plan, workload, environment)
+        for tag, value in tags.items():
+            if tag_value_problem(value):
+                fail(f"{workload.path} (tag {tag})", tag_value_problem(value))
         try:
             if plan.choice.deploy_target == "sagemaker":
                 component = InferenceEndpoint(workload.name, InferenceEndpointArgs(

@@ -7,10 +7,9 @@ import math
 from functools import cache
 from importlib import resources
 
-import yaml
-
 from planner.engines import engine_table
 from planner.plan import Plan
+from planner.yamlsafe import load_text
 
 # Model download: SageMaker pulls artifacts from S3 at a few hundred MB/s per instance; budget
 # 100 MB/s so a 141 GB model gets ~24 min, within SageMaker's 3,600 s ceiling for both timeouts.
@@ -23,7 +22,7 @@ NVME_FAMILIES = {"g5", "g6", "g6e", "p4d", "p4de", "p5", "p5e", "p5en", "trn1", 
 
 @cache
 def _data(name: str) -> dict:
-    return yaml.safe_load(resources.files("components.data").joinpath(name).read_text())
+    return load_text(resources.files("components.data").joinpath(name).read_text(), bundled=True)
 
 
 def _images() -> dict:

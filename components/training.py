@@ -131,6 +131,32 @@ GPUPLAN_RDZV_ENDPOINT=$MASTER:29500
 EOF"""
 
 
+# Where the nodes publish what `gpuplan observe` reads (gpuplan/observe.py TRAINING_NAMESPACE, kept
+# equal by a test); the role may put metrics into this namespace only.
+METRICS_NAMESPACE = "gpuplan/training"
+PUBLISHER_PATH = "/opt/gpuplan/publish-metric"
+# The hook the training job calls, e.g. every 50 steps from rank 0: `publish-metric TOKENS_PER_S STEP_S`,
+# the whole job's tokens/s and the step's wall time, as the training loop logs them. IMDSv2 for the region.
+PUBLISHER = r"""#!/bin/bash
+# gpuplan: publish the job's training tokens/s and step time for `gpuplan observe`.
+set -euo pipefail
+number='^[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?$'
+if [ "$#" -ne 2 ] || ! [[ "$1" =~ $number ]] || ! [[ "$2" =~ $number ]]; then
+  echo "usage: publish-metric TOKENS_PER_SECOND STEP_TIME_SECONDS (the whole job's, non-negative numbers)" >&2
+  exit 2
+fi
+TOKEN=$(curl -sX PUT http://169.254.169.254/latest/api/token -H 'X-aws-ec2-metadata-token-ttl-seconds: 60')
+REGION=$(curl -s -H "X-aws-ec2-metadata-token: $TOKEN" http://169.254.169.254/latest/meta-data/placement/region)
+DIMS='Dimensions=[{Name=Workload,Value={workload}}]'
+aws cloudwatch put-metric-data --region "$REGION" --namespace {namespace} --metric-data   "MetricName=TokensPerSecond,Value=$1,Unit=Count/Second,$DIMS"   "MetricName=StepTimeSeconds,Value=$2,Unit=Seconds,$DIMS"
+"""
+
+
+def publisher(workload: str) -> str:
+    """The metric hook's script; the workload name is [a-z0-9-] (planner/spec.py), safe in shorthand."""
+    return PUBLISHER.replace("{workload}", workload).replace("{namespace}", METRICS_NAMESPACE)
+
+
 def user_data(plan: Plan, instance: InstanceType, cluster: str, fsx: tuple[str, str] | None = None) -> str:
     """Writes the plan's layout, the EFA/NCCL environment, the hostfile and rendezvous endpoint, and
     mounts FSx for Lustre when the cluster has one (`fsx` = (DNS name, mount name))."""
@@ -157,6 +183,9 @@ def user_data(plan: Plan, instance: InstanceType, cluster: str, fsx: tuple[str, 
                   f"echo '{dns}@tcp:/{mount} {FSX_MOUNT_POINT} lustre defaults,noatime,flock,_netdev,x-systemd.automount 0 0'"
                   " >> /etc/fstab",
                   f"mount {FSX_MOUNT_POINT}", f"echo GPUPLAN_FSX={FSX_MOUNT_POINT} >> /etc/gpuplan/env"]
+    lines += [f"mkdir -p {PUBLISHER_PATH.rsplit('/', 1)[0]}",
+              f"cat > {PUBLISHER_PATH} <<'EOF'\n{publisher(plan.workload)}EOF", f"chmod 755 {PUBLISHER_PATH}",
+              f"echo GPUPLAN_PUBLISH_METRIC={PUBLISHER_PATH} >> /etc/gpuplan/env"]
     lines += [DISCOVERY.replace("{tag}", CLUSTER_TAG).replace("{cluster}", cluster)
               .replace("{nodes}", str(plan.choice.nodes)).replace("{slots}", str(slots))
               .replace("{attempts}", str(DISCOVERY_ATTEMPTS)).replace("{interval}", str(DISCOVERY_INTERVAL_S))
@@ -165,10 +194,14 @@ def user_data(plan: Plan, instance: InstanceType, cluster: str, fsx: tuple[str, 
     return "\n".join(lines) + "\n"
 
 
-# What the discovery script needs beyond SSM's managed policy: list the running instances
-# (ec2:DescribeInstances has no resource-level permissions).
+# What the nodes need beyond SSM's managed policy: list the running instances for discovery, and
+# put metrics for observe. Neither action has resource-level permissions (Service Authorization
+# Reference), so "*" is the only resource; PutMetricData is held to one namespace by its
+# cloudwatch:namespace condition key.
 NODE_POLICY = {"Version": "2012-10-17", "Statement": [
-    {"Sid": "DiscoverPeers", "Effect": "Allow", "Action": ["ec2:DescribeInstances"], "Resource": "*"}]}
+    {"Sid": "DiscoverPeers", "Effect": "Allow", "Action": ["ec2:DescribeInstances"], "Resource": "*"},
+    {"Sid": "PublishTrainingMetrics", "Effect": "Allow", "Action": ["cloudwatch:PutMetricData"], "Resource": "*",
+     "Condition": {"StringEquals": {"cloudwatch:namespace": METRICS_NAMESPACE}}}]}
 
 
 class TrainingCluster(pulumi.ComponentResource):

@@ -8,14 +8,15 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from planner import PlanSet, plan_workloads, shared_searches
+from planner import PlanSet, plan_workloads
 from planner import catalog as catalog_mod
 from planner.errors import SpecError
 from planner.mdsafe import md_code, md_text
 from planner.spec import STACK_CATALOG_KEY, STACK_KEY, WorkloadFile, load_workloads
 
 # Stand-ins for the environment inputs a real deployment supplies; no rule reads them.
-OFFLINE_VPC, OFFLINE_SUBNET, OFFLINE_MODEL = "vpc-offline", "subnet-offline", "offline/model-not-deployed"
+# (shaped as AWS ids, so the program's own shape checks pass them)
+OFFLINE_VPC, OFFLINE_SUBNET, OFFLINE_MODEL = "vpc-00000000", "subnet-00000000", "offline/model-not-deployed"
 
 
 def offline_model(workload) -> str:
@@ -94,12 +95,29 @@ def validate_deployments(path: str | Path, spec: WorkloadFile) -> dict:
     written). Workload name → Deployment; empty for a workload file."""
     if spec.stack_config is None:
         return {}
-    from components.config import read_deployments
+    from components.config import read_deployments, read_stack_settings  # a stack file only: start-up
     try:
+        read_stack_settings(spec.stack_config)
         return read_deployments(spec.stack_config.get("gpuplan:deployments"), [w.name for w in spec.workloads])
     except ValueError as exc:  # "<key as written>: <what is wrong>"
         key, _, message = str(exc).partition(": ")
         raise SpecError(message, path=f"config.{key}", file=str(path)) from None
+
+
+def check_tags(path: str | Path, spec: WorkloadFile, plans: PlanSet) -> None:
+    """Every tag value the program will write on each planned workload's resources, against AWS's tag
+    pattern and length (SageMaker, IAM and FSx refuse the resource otherwise): SpecError naming it."""
+    from planner.tags import plan_tags, tag_value_problem
+
+    environment = (spec.stack_config or {}).get("gpuplan:environment") or "production"
+    by_name = {w.name: w for w in spec.workloads}
+    for plan in plans.plans:
+        workload = by_name[plan.workload]
+        for key, value in plan_tags(plan, workload, environment).items():
+            problem = tag_value_problem(value)
+            if problem:
+                where = "config.gpuplan:environment" if key == "gpuplan:environment" else workload.path
+                raise SpecError(f"tag {key}: {problem}", path=where, file=str(path))
 
 
 def check_file(path: str | Path, policy_config: dict | None = None, spec: WorkloadFile | None = None,
@@ -107,6 +125,14 @@ def check_file(path: str | Path, policy_config: dict | None = None, spec: Worklo
     """`spec` and `plans`, when the caller already has them for `path`, spare a second read and plan.
     Strict (the default, as in CI) synthesizes as `pulumi preview` sees the program, computed values
     unknown, and blocks when a value a gating rule reads is one of them. `stand_ins`: see program_config."""
+    from planner import shared_searches
+
+    with shared_searches():  # the program plans the same shapes again: search each once
+        return _check(path, policy_config, spec, plans, strict, stand_ins)
+
+
+def _check(path: str | Path, policy_config: dict | None, spec: WorkloadFile | None, plans: PlanSet | None,
+           strict: bool, stand_ins: bool) -> CheckReport:
     import pulumi
 
     from gpuplan.offline import synthesize
@@ -114,13 +140,14 @@ def check_file(path: str | Path, policy_config: dict | None = None, spec: Worklo
     from policies.rules import evaluate
 
     spec = spec or load_workloads(path)
-    with shared_searches():  # the program plans the stack again from its config: the same searches
-        plans = plans or plan_workloads(spec)  # SpecError / InfeasibleError surface here, with the planner's messages
-        try:
-            notes: list[str] | None = [] if stand_ins else None
-            recorder = synthesize(program_config(spec, notes), preview=strict)
-        except pulumi.RunError as exc:
-            raise SpecError(str(exc), file=str(path)) from None
+    validate_deployments(path, spec)  # the settings as written, before the engine turns them into text
+    plans = plans or plan_workloads(spec)  # SpecError / InfeasibleError surface here, with the planner's messages
+    check_tags(path, spec, plans)
+    try:
+        notes: list[str] | None = [] if stand_ins else None
+        recorder = synthesize(program_config(spec, notes), preview=strict)
+    except pulumi.RunError as exc:
+        raise SpecError(str(exc), file=str(path)) from None
     resources = [Resource(r.type, r.name, r.inputs, r.urn, r.parent, r.dependencies) for r in recorder.resources]
     config = dict(policy_config or {})
     if not strict:

@@ -80,15 +80,24 @@ CalibrationOpt = typer.Option(None, "--calibration", help="Calibration file from
                               "config's gpuplan:calibration)")
 
 
-def calibrated(plans, spec, path: Optional[Path], file: Path):
-    """The plans with the calibration's factors applied: --calibration, else gpuplan:calibration
-    (relative to the stack file)."""
+def calibration_of(spec, path: Optional[Path], file: Path):
+    """--calibration, else gpuplan:calibration (relative to the stack file), loaded; None when neither."""
     if path is None and (spec.stack_config or {}).get("gpuplan:calibration"):
         path = file.parent / str(spec.stack_config["gpuplan:calibration"])
     if not path:
+        return None
+    from planner.calibration import load  # only when one applies: start-up (issue 29)
+
+    return load(path)
+
+
+def calibrated(plans, spec, path: Optional[Path], file: Path):
+    """The plans with the calibration's factors applied (planner/calibration.py apply)."""
+    from planner.calibration import apply
+
+    cal = calibration_of(spec, path, file)
+    if cal is None:
         return plans
-    from planner.calibration import apply, load
-    cal = load(path)
     return plans.model_copy(update={"plans": [apply(p, cal) for p in plans.plans]})
 
 
@@ -99,7 +108,7 @@ def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--w
          catalog: Optional[Path] = CatalogOpt, region: Optional[str] = RegionOpt,
          calibration: Optional[Path] = CalibrationOpt) -> None:
     """Plan each workload: instance type, node count, layout, memory, performance and cost."""
-    from gpuplan.check import validate_deployments
+    from gpuplan.check import check_tags, validate_deployments
     from planner import load_workloads, plan_workloads
     from planner.report import render_json, render_markdown, render_table
     from planner.summary_report import render_summary
@@ -108,9 +117,13 @@ def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--w
         spec = load_workloads(file)
         validate_deployments(file, spec)
         if len(spec.workloads) < PROGRESS_FROM or workload is not None:
-            return calibrated(plan_workloads(spec, catalog, region, workload), spec, calibration, file)
-        with progress_bar("planning", len(spec.workloads)) as advance:
-            return calibrated(plan_workloads(spec, catalog, region, workload, advance), spec, calibration, file)
+            planned = plan_workloads(spec, catalog, region, workload)
+        else:
+            with progress_bar("planning", len(spec.workloads)) as advance:
+                planned = plan_workloads(spec, catalog, region, workload, advance)
+        if spec.stack_config is not None:  # a stack's tags are what `pulumi up` writes
+            check_tags(file, spec, planned)
+        return calibrated(planned, spec, calibration, file)
 
     plans = guarded(build)
     render = {PlanFormat.json: render_json, PlanFormat.markdown: render_markdown, PlanFormat.table: render_table,
@@ -124,13 +137,16 @@ def frontier(file: Path = FileArg,
              format: Format = typer.Option(Format.table, "--format", "-f", help=FORMAT_HELP),
              catalog: Optional[Path] = CatalogOpt, region: Optional[str] = RegionOpt,
              chart: Optional[Path] = typer.Option(None, "--chart", help="Also draw the frontier: .svg, .png or .html "
-                                                  "(needs the chart extra)")) -> None:
+                                                  "(needs the chart extra)"),
+             calibration: Optional[Path] = CalibrationOpt) -> None:
     """Every plan no other plan beats on cost and latency (serving) or cost and time to train (training)."""
-    from planner import frontier_file
+    from planner import frontier_file, load_workloads
+    from planner.calibration import apply
     from planner.frontier_report import render_json, render_markdown, render_table
 
     def build():
-        found = frontier_file(file, catalog, region, workload)
+        cal = calibration_of(load_workloads(file), calibration, file)
+        found = frontier_file(file, catalog, region, workload, None if cal is None else lambda p: apply(p, cal))
         if chart is not None:
             if len(found) != 1:
                 raise SpecError(f"--chart draws one workload; name it with --workload "
@@ -150,11 +166,19 @@ def check(file: Path = FileArg, format: Format = typer.Option(Format.table, "--f
           policy_config: Optional[Path] = PolicyConfigOpt,
           strict: bool = typer.Option(True, "--strict/--no-strict",
                                       help="Check the resources as a preview sees them and block when a value a "
-                                           "gating rule reads is unknown (CrossGuard alone would only advise)")) -> None:
+                                           "gating rule reads is unknown (CrossGuard alone would only advise)"),
+          calibration: Optional[Path] = CalibrationOpt) -> None:
     """Run the policy pack's rules on the plans offline; exit 1 on a mandatory violation."""
     from gpuplan.check import check_file, load_policy_config, render_markdown, render_text
+    from planner import load_workloads, plan_workloads, shared_searches
 
-    report = guarded(lambda: check_file(file, load_policy_config(policy_config), strict=strict))
+    def build():
+        with shared_searches():  # the program under mocks plans the same shapes again: search each once
+            spec = load_workloads(file)
+            plans = calibrated(plan_workloads(spec), spec, calibration, file)
+            return check_file(file, load_policy_config(policy_config), spec, plans, strict=strict)
+
+    report = guarded(build)
     render = {Format.json: lambda r: r.model_dump_json(indent=2) + "\n", Format.markdown: render_markdown,
               Format.table: render_text}[format]
     sys.stdout.write(render(report))
@@ -175,10 +199,12 @@ def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAM
          policy_config: Optional[Path] = PolicyConfigOpt,
          policies: bool = typer.Option(True, "--policies/--no-policies", help="Add gpuplan check's verdicts on the head"),
          frontiers: bool = typer.Option(True, "--frontier/--no-frontier",
-                                        help="Fold the cost–latency frontier of each changed workload into the comment")) -> None:
+                                        help="Fold the cost–latency frontier of each changed workload into the comment"),
+         calibration: Optional[Path] = CalibrationOpt) -> None:
     """The pull-request cost comment: monthly cost before and after, per workload, with policy verdicts."""
     from gpuplan import costdiff
     from planner import plan_workloads
+    from planner.calibration import apply
     from planner.spec import load_workloads
 
     if (base is None) == (base_ref is None):
@@ -196,7 +222,11 @@ def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAM
 
         head_spec = load_workloads(head)
         validate_deployments(head, head_spec)
+        cal = calibration_of(head_spec, calibration, head)  # both sides, so the diff compares like with like
+        correct = (lambda p: p) if cal is None else (lambda p: apply(p, cal))
+        before = before.model_copy(update={"plans": [correct(p) for p in before.plans]})
         after = plan_workloads(head_spec)
+        after = after.model_copy(update={"plans": [correct(p) for p in after.plans]})
         verdicts = None
         if policies:
             from gpuplan.check import check_file, load_policy_config
@@ -209,7 +239,8 @@ def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAM
 
             moved = {r.workload for r in diff.workloads if r.status in ("changed", "added")}
             head_catalog = catalog_mod.load(head_spec.catalog)
-            diff.frontiers = [frontier(w, head_catalog) for w in head_spec.workloads if w.name in moved]
+            diff.frontiers = [frontier(w, head_catalog, None if cal is None else correct)
+                              for w in head_spec.workloads if w.name in moved]
         return diff
 
     from planner import shared_searches
@@ -231,7 +262,7 @@ def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAM
 
 
 @app.command("calibrate")
-def calibrate_command(results: list[Path] = typer.Argument(..., help="Benchmark results: vLLM bench serve JSON, "
+def calibrate_command(results: list[Path] = typer.Argument(..., help="Benchmark results: vLLM bench serve JSON, GuideLLM report, "
                                                            "AIPerf/genai-perf profile export, training CSV"),
                       instance_type: Optional[str] = typer.Option(None, "--instance-type",
                                                                   help="Where the results ran, when a file does not say"),
@@ -267,7 +298,9 @@ def calibrate_command(results: list[Path] = typer.Argument(..., help="Benchmark 
 def observe(file: Path = FileArg, since: str = typer.Option("7d", "--since", help="How far back: 7d, 12h, 30m"),
             format: Format = typer.Option(Format.table, "--format", "-f", help=FORMAT_HELP),
             region: Optional[str] = RegionOpt, catalog: Optional[Path] = CatalogOpt,
-            calibration: Optional[Path] = CalibrationOpt) -> None:
+            calibration: Optional[Path] = CalibrationOpt,
+            out: Optional[Path] = typer.Option(None, "--out", help="Also write what was seen as input for "
+                                               "`gpuplan calibrate` (JSON)")) -> None:
     """Plan against actual for each deployed workload, from its CloudWatch metrics (boto3)."""
     from gpuplan import observe as obs
     from planner import aws, plan_workloads
@@ -285,6 +318,16 @@ def observe(file: Path = FileArg, since: str = typer.Option("7d", "--since", hel
         rows = obs.observe(plans.plans, output_tokens, where, since_s)
     except aws.AwsError as exc:
         fail(str(exc), 2)
+    if out is not None:
+        from gpuplan.observe_out import calibration_input
+
+        # uncalibrated plans: calibrate compares with the planner's own prediction (TTFT here)
+        raw = guarded(lambda: plan_workloads(spec, catalog, region))
+        text = calibration_input(raw.plans, {w.name: w for w in spec.workloads}, rows, where, since)
+        try:
+            out.write_text(text)
+        except OSError as exc:
+            fail(f"--out {out}: cannot write ({exc.strerror})", 2)
     render = {Format.json: obs.render_json, Format.markdown: obs.render_markdown, Format.table: obs.render_table}[format]
     sys.stdout.write(render(rows))
 
@@ -305,6 +348,14 @@ def models() -> None:
     Console(width=120).print(table)
 
 
+def _no_price_here(t) -> str:
+    """Why the region shows no EC2 price: a recorded reason, or the regions that have one."""
+    if t.no_price_reason:
+        return "no price (below)"
+    priced = sorted(r for r, services in t.prices.items() if services.get("ec2"))
+    return f"only in {', '.join(priced)}" if priced else "-"
+
+
 @catalog_app.command("list")
 def catalog_list(catalog: Optional[Path] = CatalogOpt,
                  region: str = typer.Option("us-east-1", "--region", help="Region whose prices to show")) -> None:
@@ -314,7 +365,10 @@ def catalog_list(catalog: Optional[Path] = CatalogOpt,
 
     from planner import catalog as catalog_mod
 
+    from planner.regions import check_region
+
     cat = guarded(lambda: catalog_mod.load(catalog))
+    guarded(lambda: check_region(region, cat, "--region"))
     table = Table("type", "family", "accelerator", "count", "GiB each", "EFA Gbps", "EC2 $/h", "SageMaker $/h",
                   "EC2 price date", box=None)
     for t in cat.instance_types:
@@ -323,7 +377,7 @@ def catalog_list(catalog: Optional[Path] = CatalogOpt,
         table.add_row(t.name, t.family, accel.name, str(t.accelerators_per_node), f"{accel.memory_mib / 1024:.1f}",
                       f"{t.inter_node_gbps:g}" if t.efa else "-", f"{ec2.on_demand:.4f}" if ec2 and ec2.on_demand else "-",
                       f"{sm.on_demand:.4f}" if sm and sm.on_demand else "-",
-                      (ec2.date or "-") if ec2 else ("no price (below)" if t.no_price_reason else "-"))
+                      (ec2.date or "-") if ec2 else _no_price_here(t))
     console = Console(width=140)
     console.print(table)
     for t in cat.instance_types:
@@ -370,6 +424,10 @@ def catalog_refresh(region: list[str] = typer.Option(["us-east-1", "us-west-2", 
     from planner import aws, price_review
     from planner import catalog as catalog_mod
 
+    from planner.regions import check_region_name
+
+    for name in region:
+        guarded(lambda: check_region_name(name, "--region"))
     base = guarded(lambda: catalog_mod.load(catalog))
     unknown = [t for t in only or [] if base.instance(t) is None]
     if unknown:
@@ -417,9 +475,16 @@ def write_catalog(cat, out: Path) -> None:
             + yaml.safe_dump(cat.model_dump(by_alias=True, exclude_none=True, mode="json"), sort_keys=False, width=120))
     written: str | None = None
     try:
+        if out.exists():
+            mode = out.stat().st_mode & 0o7777  # the target keeps its mode (mkstemp makes 0600)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask  # as open() would create it
         with tempfile.NamedTemporaryFile("w", dir=out.parent, prefix=f".{out.name}.", delete=False) as tmp:
             written = tmp.name
             tmp.write(text)
+        os.chmod(written, mode)
         os.replace(written, out)
     except OSError as exc:
         if written:

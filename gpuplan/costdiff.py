@@ -201,12 +201,14 @@ def plan_base(path: Path | None, scratch: str = "", shown_as: str = "") -> tuple
     def named(exc: SpecError) -> str:
         if scratch and exc.file.startswith(scratch):
             exc.file = shown_as + exc.file.removeprefix(scratch)
+        if scratch:  # the scratch copy's path means nothing to a reader: it is the repository at the ref
+            exc.message = exc.message.replace(scratch.rstrip(os.sep), f"the repository at {shown_as.rstrip(':')}")
         return str(exc)
 
     if path is None:
         return PlanSet(plans=[]), []
     try:
-        spec = load_workloads(path)
+        spec = load_workloads(path, scratch or None)  # the scratch tree is the repository at the ref
         catalog = catalog_mod.load(spec.catalog)
     except SpecError as exc:
         return PlanSet(plans=[]), [f"the base cannot be planned ({named(exc)}); its workloads count as added"]

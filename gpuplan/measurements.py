@@ -1,5 +1,6 @@
 """Readers for the benchmark files teams already produce, unchanged: `vllm bench serve --save-result`
-JSON, NVIDIA AIPerf / genai-perf profile exports, and gpuplan's documented training-run CSV.
+JSON, GuideLLM benchmark reports, NVIDIA AIPerf / genai-perf profile exports, and gpuplan's
+documented training-run CSV.
 
 Each reader returns Measurements in SI units (seconds, tokens/s); a file missing a field the
 comparison needs is a SpecError naming the file and the field (exit 2)."""
@@ -10,6 +11,7 @@ import csv
 import json
 import math
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 from planner.errors import SpecError
@@ -75,6 +77,106 @@ def read_vllm(path: Path, data: dict) -> Measurement:
                        data.get("tensor_parallel_size"), max(1, round(concurrency)), round(prompt), round(output),
                        {"output_tokens_per_s": throughput, "time_to_first_token_s": ttft_s,
                         "inter_token_latency_s": itl_s})
+
+
+def _guidellm_mean(path: Path, metrics: dict, key: str, where: str) -> float:
+    block = (metrics.get(key) or {}).get("successful")
+    if not isinstance(block, dict):
+        raise _fail(path, f"{where}metrics.{key}.successful: missing (a GuideLLM distribution with mean)")
+    return _positive(path, block, "mean", f"{where}metrics.{key}.successful.")
+
+
+def _guidellm_concurrency(path: Path, bench: dict, metrics: dict, where: str) -> int:
+    """The strategy's streams when it fixed them (synchronous = 1, concurrent = streams), else the
+    mean concurrency GuideLLM measured (request_concurrency)."""
+    strategy = ((bench.get("args") or bench.get("config") or {}).get("strategy") or {})
+    if strategy.get("type_") == "synchronous":
+        return 1
+    if strategy.get("type_") == "concurrent" and isinstance(strategy.get("streams"), int):
+        return strategy["streams"]
+    return max(1, round(_guidellm_mean(path, metrics, "request_concurrency", where)))
+
+
+def read_guidellm(path: Path, data: dict) -> list[Measurement]:
+    """GuideLLM `benchmarks.json` (GenerativeBenchmarksReport): one generative_benchmark per strategy,
+    each metric a distribution over successful requests (`metrics.X.successful.mean`), latencies in ms.
+    Throughput is total output tokens ÷ benchmark duration, as vLLM's is (the per-second series'
+    mean counts idle ramp seconds)."""
+    report_model = (data.get("config") or {}).get("model") if isinstance(data.get("config"), dict) else None
+    out = []
+    for n, bench in enumerate(data["benchmarks"]):
+        where = f"benchmarks[{n}]."
+        if not isinstance(bench, dict) or bench.get("type_") != "generative_benchmark":
+            raise _fail(path, f"{where}type_: expected generative_benchmark")
+        metrics = bench.get("metrics")
+        if not isinstance(metrics, dict):
+            raise _fail(path, f"{where}metrics: missing")
+        model = (bench.get("worker") or {}).get("backend_model") or report_model
+        if not isinstance(model, str) or not model:
+            raise _fail(path, f"{where}worker.backend_model: missing; the model the benchmark ran")
+        output_total = (metrics.get("output_token_count") or {}).get("successful") or {}
+        throughput = _positive(path, output_total, "total_sum", f"{where}metrics.output_token_count.successful.") \
+            / _positive(path, bench, "duration", where)
+        start = bench.get("start_time")
+        date = (datetime.fromtimestamp(start, timezone.utc).strftime("%Y-%m-%d")
+                if isinstance(start, (int, float)) and start > 0 else "")
+        out.append(Measurement(
+            f"{path}#{n}" if len(data["benchmarks"]) > 1 else str(path), "serving", model, date, data.get("instance_type"),
+            None, None, _guidellm_concurrency(path, bench, metrics, where),
+            round(_guidellm_mean(path, metrics, "prompt_token_count", where)),
+            round(_guidellm_mean(path, metrics, "output_token_count", where)),
+            {"output_tokens_per_s": throughput,
+             "time_to_first_token_s": _guidellm_mean(path, metrics, "time_to_first_token_ms", where) / 1e3,
+             "inter_token_latency_s": _guidellm_mean(path, metrics, "inter_token_latency_ms", where) / 1e3}))
+    if not out:
+        raise _fail(path, "benchmarks: empty; the report holds no benchmark")
+    return out
+
+
+def _whole(path: Path, record: dict, key: str, where: str) -> int:
+    value = record.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise _fail(path, f"{where}{key}: missing or not a whole number above 0 (got {json.dumps(value)[:40]})")
+    return value
+
+
+def read_observation(path: Path, data: dict) -> list[Measurement]:
+    """`gpuplan observe --out` (gpuplan/observe_out.py): one record per observed workload, its setup
+    pinned and its figures already in METRICS names and SI units."""
+    records = data.get("observations")
+    if not isinstance(records, list):
+        raise _fail(path, "observations: missing; a list of observed workloads")
+    out = []
+    for n, r in enumerate(records):
+        where = f"observations[{n}]."
+        if not isinstance(r, dict) or r.get("kind") not in ("serving", "training"):
+            raise _fail(path, f"{where}kind: expected serving or training")
+        for key in ("model", "instance_type", "date", "source"):
+            if not isinstance(r.get(key), str) or not r[key]:
+                raise _fail(path, f"{where}{key}: missing")
+        metrics = r.get("metrics")
+        if not isinstance(metrics, dict) or not metrics:
+            raise _fail(path, f"{where}metrics: missing")
+        from planner.calibration import METRICS
+
+        unknown = next((k for k in metrics if k not in METRICS), None)
+        if unknown is not None:
+            raise _fail(path, f"{where}metrics.{unknown}: not one of {', '.join(METRICS)}")
+        figures = {k: _positive(path, metrics, k, f"{where}metrics.") for k in metrics}
+        layout = {k: _whole(path, r, k, where) for k in ("nodes", "tensor_parallel", "pipeline_parallel", "data_parallel")}
+        if r["kind"] == "training":
+            out.append(Measurement(r["source"], "training", r["model"], r["date"], r["instance_type"], "training",
+                                   layout["tensor_parallel"], metrics=figures, training={
+                                       **layout, "precision": str(r.get("precision") or "bf16"),
+                                       "sequence_length": _whole(path, r, "sequence_length", where),
+                                       "global_batch_sequences": _whole(path, r, "global_batch_sequences", where)}))
+            continue
+        if not isinstance(r.get("engine"), str):
+            raise _fail(path, f"{where}engine: missing")
+        out.append(Measurement(r["source"], "serving", r["model"], r["date"], r["instance_type"], r["engine"],
+                               layout["tensor_parallel"], _whole(path, r, "concurrency", where),
+                               _whole(path, r, "prompt_tokens", where), _whole(path, r, "output_tokens", where), figures))
+    return out
 
 
 def _stat(path: Path, data: dict, key: str) -> float:
@@ -180,5 +282,9 @@ def read(path: Path) -> list[Measurement]:
         return [read_vllm(path, data)]
     if isinstance(data, dict) and isinstance(data.get("time_to_first_token"), dict):
         return [read_aiperf(path, data)]
-    raise _fail(path, "unknown format: expected vLLM bench serve JSON (output_throughput), an AIPerf/genai-perf "
-                "profile export (time_to_first_token.avg) or a training CSV")
+    if isinstance(data, dict) and data.get("format") == "gpuplan-observation":
+        return read_observation(path, data)
+    if isinstance(data, dict) and isinstance(data.get("benchmarks"), list):
+        return read_guidellm(path, data)
+    raise _fail(path, "unknown format: expected vLLM bench serve JSON (output_throughput), a GuideLLM report "
+                "(benchmarks), an AIPerf/genai-perf profile export (time_to_first_token.avg) or a training CSV")

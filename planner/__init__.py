@@ -31,6 +31,7 @@ def __getattr__(name: str):
 
 def _selected(spec: WorkloadFile, catalog_path, region, only):
     from planner import catalog as catalog_mod
+    from planner.regions import check_region
 
     path = catalog_path or spec.catalog
     catalog = catalog_mod.load(path)
@@ -41,26 +42,33 @@ def _selected(spec: WorkloadFile, catalog_path, region, only):
             raise SpecError(f"no workload named {only!r}; workloads: {', '.join(w.name for w in spec.workloads)}",
                             path="--workload")
     if region is not None:
+        check_region(region, catalog, "--region")
         workloads = [w.model_copy(update={"constraints": w.constraints.model_copy(update={"region": region})})
                      for w in workloads]
+    else:
+        first = {}  # each region checked once, named by the first workload that asks for it
+        for w in workloads:
+            first.setdefault(w.constraints.region, w)
+        for named, w in first.items():
+            check_region(named, catalog, f"{w.path}.constraints.region", w.file)
     return path, catalog, workloads
 
 
-_shared_searches: dict | None = None
+# Searches kept while `shared_searches()` is open: `gpuplan check` plans the file, then runs the program,
+# which plans it again; with this, each (catalog, shape) is searched once across both.
+_shared: dict[tuple[str, str], Plan] | None = None
 
 
 @contextmanager
 def shared_searches() -> Iterator[None]:
-    """Within the block, plan_workloads reuses a search already made for the same workload shape against
-    the same catalog object. `gpuplan check` plans the stack, then runs the Pulumi program, which plans
-    it again from its config; a plan is a function of (shape, catalog) alone (name aside), so the second
-    pass need not search. Scoped, not global: a test that changes a constant between plans sees it."""
-    global _shared_searches
-    outer, _shared_searches = _shared_searches, ({} if _shared_searches is None else _shared_searches)
+    """Within this block, plan_workloads reuses any search of the same shape on the same catalog."""
+    global _shared
+    outer = _shared
+    _shared = {} if outer is None else outer
     try:
         yield
     finally:
-        _shared_searches = outer
+        _shared = outer
 
 
 def plan_workloads(spec: WorkloadFile, catalog_path: str | Path | None = None, region: str | None = None,
@@ -73,28 +81,27 @@ def plan_workloads(spec: WorkloadFile, catalog_path: str | Path | None = None, r
 
     path, catalog, workloads = _selected(spec, catalog_path, region, only)
     plans: list[Plan] = []
-    searched: dict = _shared_searches if _shared_searches is not None else {}
+    searched: dict[tuple[str, str], Plan] = _shared if _shared is not None else {}
     for w in workloads:
-        key = (id(catalog), w.model_dump_json(exclude={"name"}))
-        if key in searched:
-            plans.append(searched[key][1].model_copy(update={"workload": w.name}))
+        shape = (str(path), w.model_dump_json(exclude={"name"}))
+        if shape in searched:
+            plans.append(searched[shape].model_copy(update={"workload": w.name}))
         else:
-            plan = plan_workload(w, catalog)
-            searched[key] = (catalog, plan)  # the catalog held, so its id is not reused while the entry lives
-            plans.append(plan)
+            plans.append(searched.setdefault(shape, plan_workload(w, catalog)).model_copy(update={"workload": w.name}))
         if progress is not None:
             progress(len(plans), len(workloads))
     return PlanSet(plans=plans, catalog=str(path) if path else "bundled")
 
 
 def frontier_file(path: str | Path, catalog_path: str | Path | None = None, region: str | None = None,
-                  only: str | None = None) -> list:
-    """The cost–latency frontier of every workload in the file (or the one named `only`)."""
+                  only: str | None = None, correct=None) -> list:
+    """The cost–latency frontier of every workload in the file (or the one named `only`); `correct`
+    (Plan → Plan, a calibration) is applied to every point."""
     from planner.frontier import frontier
     from planner.spec import load_workloads
 
     _, catalog, workloads = _selected(load_workloads(path), catalog_path, region, only)
-    return [frontier(w, catalog) for w in workloads]
+    return [frontier(w, catalog, correct) for w in workloads]
 
 
 def plan_file(path: str | Path, catalog_path: str | Path | None = None, region: str | None = None,

@@ -1,9 +1,10 @@
-"""The bundled data files (planner/data/*.yaml) as start-up reads them. YAML stays the source; the
-pure-Python YAML parser takes ~0.15 s for catalog.yaml alone, a third of a plan's whole process, so
+"""The bundled data files (planner/data/*.yaml) as start-up reads them. YAML stays the source; parsing
+catalog.yaml takes ~0.15 s in pure Python and ~20-45 ms with libyaml, against a 0.2 s budget for a whole
+plan (issue 29), so
 scripts/compile_data.py writes each file's content as JSON (planner/data/compiled/, ~0.5 ms to read)
 with the SHA-256 of the YAML it came from. A compiled file read here is used only while that digest
 still matches the YAML beside it; otherwise (an edit not yet recompiled) the YAML itself is parsed,
-with the same strict loader, so a stale build can be slow but never wrong."""
+with the project's one YAML reader (planner/yamlsafe.py), so a stale build can be slow but never wrong."""
 
 from __future__ import annotations
 
@@ -13,25 +14,17 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-import yaml
-
 # storage.yaml (1 KB, keyed by integer throughput tiers JSON cannot carry) is parsed directly.
 DATA_FILES = ("catalog", "models", "engine-options", "managed")
 COMPILED_DIR = "compiled"
 FORMAT_VERSION = 1
 
 
-def _yaml_loader() -> type:
-    """The strict loader user files get (a repeated or non-text key is an error), so bundled data obeys
-    the same rules; imported late because planner.spec is heavier than this module."""
-    from planner.spec import _StrictLoader
-
-    return _StrictLoader
-
-
 def parse_yaml(text: str, name: str) -> Any:
     """The YAML's content, which must survive a JSON round trip unchanged (no dates, no integer keys)."""
-    data = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 (a SafeLoader subclass)
+    from planner.yamlsafe import load_text  # the project's one YAML reader (repeated keys, alias bounds)
+
+    data = load_text(text, bundled=True)
     try:
         same = json.loads(json.dumps(data)) == data
     except TypeError:  # a date or another type JSON has no form for

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, ValidationError
 from planner import efficiency
 from planner.errors import SpecError
 from planner.plan import Plan
+from planner.yamlsafe import load_text
 
 # metric → (the PlanPerformance field it corrects, True when a larger value is faster)
 METRICS: dict[str, tuple[str, bool]] = {
@@ -83,7 +84,7 @@ def load(path: str | Path) -> Calibration:
     """A calibration file written by `gpuplan calibrate`; a bad one is a SpecError naming the field."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_text(path.read_text())
     except OSError as exc:
         raise SpecError(f"cannot read ({exc.strerror})", path="--calibration", file=str(path)) from None
     except yaml.YAMLError as exc:

@@ -52,11 +52,12 @@ class Candidate:
     sequences_in_flight: int | None = None
     purchase: str = "on-demand"  # the option the objective was priced at
     wall_s: float | None = None  # training: time to finish under that option (spot: interruptions included)
+    ep: int = 1  # serving: nodes one replica's experts are spread over (expert parallelism across nodes)
 
     @property
     def devices_per_copy(self) -> int:
         """Devices one model copy (serving replica, or the whole training job) spans."""
-        return self.tp * self.pp * (self.dp if self.micro_batch is not None else 1)
+        return self.tp * self.pp * self.ep * (self.dp if self.micro_batch is not None else 1)
 
     @property
     def network_hops(self) -> int:

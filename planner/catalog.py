@@ -158,8 +158,11 @@ class InstanceType(StrictModel):
     source_date: str = ""
     prices: dict[str, dict[str, Price]] = Field(default_factory=dict)  # region -> service -> price
     offered_regions: list[str] | None = None  # set by `catalog refresh`; None: unknown
+    # Whether SageMaker hosting offers ml.<name> (botocore's sagemaker ProductionVariantInstanceType enum);
+    # a type it lacks is served on EC2 only, whatever an estimated ml.* price would say.
+    sagemaker_hosting: bool = True
     owned: Owned | None = None  # overlay: the same node bought outright (rent vs buy)
-    no_price_reason: str = Field(default="", max_length=500)  # why the bundled catalog carries no price (e.g. sold only as Capacity Blocks)
+    no_price_reason: str = Field(default="", max_length=1000)  # why the bundled catalog carries no price (e.g. sold only as Capacity Blocks)
 
     @model_validator(mode="after")
     def _efa_has_bandwidth(self) -> "InstanceType":
@@ -276,6 +279,9 @@ def _validated(model: type[BaseModel], data: object, file: str):
         return model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
+        if err["type"] == "extra_forbidden" and len(err["loc"]) == 1:  # a stray top-level key: not echoed
+            allowed = ", ".join(f.alias or name for name, f in model.model_fields.items())
+            raise SpecError(f"unknown top-level key; allowed: {allowed}", file=file) from None
         raise SpecError(_explain(err), path=field_path(err["loc"]), file=file) from None
 
 

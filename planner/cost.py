@@ -55,6 +55,9 @@ def hourly_price(catalog: Catalog, itype: InstanceType, region: str, target: str
     if target == "sagemaker" and purchase in _SAGEMAKER_NONE:
         return _SAGEMAKER_NONE[purchase]
     ec2 = itype.price(region, "ec2")
+    if target == "sagemaker" and not itype.sagemaker_hosting:
+        return (f"SageMaker hosting does not offer ml.{itype.name} (botocore 1.44.5 sagemaker "
+                "ProductionVariantInstanceType)")
     if target == "sagemaker":
         sm = itype.price(region, "sagemaker")
         value = getattr(sm, field) if sm else None

@@ -7,6 +7,8 @@ plan from the planner's own search, so its layout can be pinned in the spec as i
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pydantic import BaseModel
 
 from planner.candidates import Candidate
@@ -53,11 +55,38 @@ def non_dominated(pool: list[Candidate], w: Workload) -> list[Candidate]:
     return [cand for _, cand in kept]
 
 
-def frontier(w: Workload, catalog: Catalog) -> Frontier:
+def plan_axes(p: Plan, w: Workload) -> tuple[float, ...]:
+    """axes_of, read from a (corrected) plan's figures."""
+    if w.kind == "inference":
+        perf = p.performance
+        return float(f"{p.cost.usd_per_hour:.3g}"), perf.inter_token_latency_s, perf.time_to_first_token_s
+    return float(f"{p.cost.usd_per_training_run:.3g}"), p.performance.time_to_train_s
+
+
+def corrected_points(w: Workload, pool: list[Candidate], catalog: Catalog, target, chosen_key: tuple,
+                     correct: Callable[[Plan], Plan]) -> tuple[list[Plan], int]:
+    """The frontier on corrected figures (a calibration: planner/calibration.py apply). Factors differ
+    per accelerator, so the sweep runs on every candidate's corrected plan, not on the uncorrected
+    frontier. The plan `gpuplan plan` chooses stays a point: a calibration corrects figures, not the choice."""
+    ranked = sorted(pool, key=lambda c: c.rank_key)
+    plans = [correct(build_plan(w, c, catalog, target, [], {}, [])) for c in ranked]
+    keys = [(c.itype.name, c.nodes, c.tp, c.pp, c.dp) for c in ranked]
+    axes = [plan_axes(p, w) for p in plans]
+    kept: list[int] = []
+    for i in sorted(range(len(plans)), key=lambda i: (axes[i][0], i)):
+        dominated = any(all(k <= a for k, a in zip(axes[j][1:], axes[i][1:])) for j in kept)
+        if keys[i] in (keys[j] for j in kept) or (dominated and keys[i] != chosen_key):
+            continue
+        kept.append(i)
+    return [plans[i] for i in kept], [keys[i] for i in kept].index(chosen_key)
+
+
+def frontier(w: Workload, catalog: Catalog, correct: Callable[[Plan], Plan] | None = None) -> Frontier:
+    """`correct`: applied to every point's plan (a calibration), the one place a frontier is corrected."""
     target = checked_target(w, catalog)
     feasible, misses = search_types(w, catalog, target)
     if not feasible:
-        raise_infeasible(w, misses, catalog)
+        raise_infeasible(w, misses)
     chosen = min(feasible, key=lambda c: c.rank_key)
     pool: list[Candidate] = []
     search_types(relaxed(w), catalog, target, pool)
@@ -66,7 +95,10 @@ def frontier(w: Workload, catalog: Catalog) -> Frontier:
     # beats the chosen plan on latency (it would meet the targets and be chosen), so it is a point.
     keys = [(c.itype.name, c.nodes, c.tp, c.pp, c.dp) for c in points]
     chosen_key = (chosen.itype.name, chosen.nodes, chosen.tp, chosen.pp, chosen.dp)
-    plans = [build_plan(w, c, catalog, target, [], {}, []) for c in points]
+    if correct is None:
+        plans, index = [build_plan(w, c, catalog, target, [], {}, []) for c in points], keys.index(chosen_key)
+    else:
+        plans, index = corrected_points(w, pool, catalog, target, chosen_key, correct)
     if w.kind == "inference":
         s = w.serving
         axes = ["usd_per_month", "inter_token_latency_ms", "time_to_first_token_ms"]
@@ -75,5 +107,5 @@ def frontier(w: Workload, catalog: Catalog) -> Frontier:
     else:
         axes = ["usd_per_training_run", "time_to_train_h"]
         targets = {"time_to_train_h": w.training.deadline_hours} if w.training.deadline_hours else {}
-    return Frontier(workload=w.name, kind=w.kind, axes=axes, points=plans, chosen=keys.index(chosen_key),
+    return Frontier(workload=w.name, kind=w.kind, axes=axes, points=plans, chosen=index,
                     targets=targets)

@@ -107,10 +107,16 @@ def kv_shard_fraction(arch: Architecture, tp: int) -> float:
 
 
 def inference_memory(arch: Architecture, precision: str, kv_precision: str, tp: int, pp: int,
-                     sequences: int, context_tokens: int, neuron: bool = False) -> MemoryBreakdown:
+                     sequences: int, context_tokens: int, neuron: bool = False, ep_nodes: int = 1) -> MemoryBreakdown:
     """Per-device memory at peak: every one of `sequences` holds `context_tokens` of KV at once
-    (on Neuron, the compiled batch × n_positions the model was compiled for)."""
+    (on Neuron, the compiled batch × n_positions the model was compiled for). Expert parallelism over
+    `ep_nodes` nodes spreads the routed experts over all their devices and each node's attention
+    keeps only its share of the sequences (planner/expert_parallel.py)."""
     weights = sharded_weight_bytes(arch, precision, tp) / pp
+    if ep_nodes > 1:
+        from planner.expert_parallel import routed_expert_bytes, tokens_per_node
+        weights -= routed_expert_bytes(arch, precision) / tp * (1 - 1 / ep_nodes)
+        sequences = tokens_per_node(sequences, ep_nodes)
     kv = sequences * kv_bytes_per_sequence(arch, context_tokens, kv_precision) * kv_shard_fraction(arch, tp) / pp
     tokens = min(PREFILL_CHUNK_TOKENS, sequences * context_tokens)
     qkv_width = (arch.attention_heads + 2 * arch.kv_heads) * arch.head_dim / tp

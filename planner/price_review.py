@@ -50,6 +50,9 @@ def review(base: Catalog, fresh: Catalog) -> list[Flag]:
             old = before.get((region, service, field))
             if old == after:
                 continue
+            if itype.accelerators_per_node < 1:  # refresh refuses such answers; a hand-edited file may not
+                flags.append(Flag(itype.name, region, service, field, old, after, "the type has no accelerators"))
+                continue
             per_device = after / itype.accelerators_per_node
             if per_device < PRICE_FLOOR_USD_PER_DEVICE_HOUR:
                 flags.append(Flag(itype.name, region, service, field, old, after,

@@ -35,6 +35,8 @@ def layout_text(p: Plan) -> str:
     lay = p.layout
     unit = " NeuronCores" if lay.tensor_parallel_unit == "NeuronCore" else ""
     text = f"TP {lay.tensor_parallel}{unit} × PP {lay.pipeline_parallel}"
+    if lay.expert_parallel and lay.expert_parallel > lay.tensor_parallel:  # MoE experts spread across nodes
+        text += f" × EP {lay.expert_parallel}"
     if p.kind == "inference":
         compiled = f", compiled for batch {lay.compiled_batch_size} × {lay.n_positions} positions" \
             if lay.n_positions else ""

@@ -26,7 +26,8 @@ UNIT_NAMES = {"tokens": "tokens", "sequence_length": "tokens", "params": "parame
               "memory_headroom": "fraction", "max_checkpoint_share": "fraction", "lora_rank": "rank",
               "spot_interruptions_per_month": "fraction of instances per month", "requests_per_day": "requests/day",
               "hours_per_month": "h/month", "sliding_window": "tokens", "head_dim": "dimensions",
-              "kv_lora_rank": "dimensions", "qk_rope_head_dim": "dimensions"}
+              "kv_lora_rank": "dimensions", "qk_rope_head_dim": "dimensions",
+              "expert_parallel": "devices"}
 UNIT_SUFFIXES = (("_tokens_per_s", "tokens/s"), ("_tokens", "tokens"), ("_ms", "ms"), ("_hours", "h"),
                  ("_minutes", "min"), ("_usd_per_month", "USD/month"), ("_bytes", "bytes"), ("_share", "fraction"))
 # Examples where the default is none or there is no default (the rest show their default).
@@ -37,7 +38,8 @@ EXAMPLES = {"workloads": "[{name: chat-8b, kind: inference, model: llama-3.1-8b}
             "model.architecture.ffn_hidden_size": "14336", "model.architecture.vocab_size": "128256",
             "model.architecture.active_params": "12.9e9", "model.architecture.sliding_window": "4096",
             "model.architecture.sliding_window_layers": "16", "model.architecture.kv_lora_rank": "512",
-            "model.architecture.qk_rope_head_dim": "64", "model.architecture.max_context_tokens": "131072",
+            "model.architecture.qk_rope_head_dim": "64", "serving.speculative_draft": "llama-3.1-8b",
+            "layout.expert_parallel": "16", "model.architecture.max_context_tokens": "131072",
             "serving.target_output_tokens_per_s": "400", "serving.max_time_to_first_token_ms": "1000",
             "serving.max_inter_token_latency_ms": "60", "serving.requests_per_day": "20000",
             "training.tokens": "2e10", "training.global_batch_tokens": "4e6", "training.deadline_hours": "168",
@@ -62,7 +64,8 @@ def _stack_schema() -> dict:
               "gpuplan:workloads": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/Workload"}},
               "gpuplan:catalog": {"type": "string"}, "gpuplan:deployments": {"type": "object"},
               "gpuplan:vpcId": {"type": "string"}, "gpuplan:subnetIds": {"type": "array", "items": {"type": "string"}},
-              "gpuplan:environment": {"type": "string"}, "gpuplan:kmsKeyArn": {"type": "string"}}
+              "gpuplan:environment": {"type": "string"}, "gpuplan:kmsKeyArn": {"type": "string"},
+              "gpuplan:calibration": {"type": "string"}}
     assert set(config) - {"aws:region"} == set(STACK_CONFIG_KEYS), "stack schema lags STACK_CONFIG_KEYS"
     gpuplan_keys = {"anyOf": [{"not": {"pattern": "^gpuplan:"}}, {"enum": list(STACK_CONFIG_KEYS)}]}
     return {"title": "gpuplan Pulumi stack file (Pulumi.<stack>.yaml)", "type": "object",

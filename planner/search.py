@@ -81,7 +81,7 @@ def plan_workload(w: Workload, catalog: Catalog) -> Plan:
     target = checked_target(w, catalog)
     feasible, misses = search_types(w, catalog, target)
     if not feasible:
-        raise_infeasible(w, misses, catalog)
+        raise_infeasible(w, misses)
     feasible.sort(key=lambda cand: cand.rank_key)
     chosen = feasible[0]
     return build_plan(w, chosen, catalog, target, feasible[1:1 + ALTERNATIVES], misses, feasible[1 + ALTERNATIVES:])
@@ -157,25 +157,10 @@ def search_types(w: Workload, catalog: Catalog, target: str,
     return feasible, misses
 
 
-def unpriced_region(region: str, catalog: Catalog) -> str:
-    """When the catalog prices nothing in `region`: the regions it does price and how to add this one."""
-    counts: dict[str, int] = {}
-    for itype in catalog.instance_types:
-        for priced in itype.prices:
-            counts[priced] = counts.get(priced, 0) + 1
-    if region in counts or any(itype.usd_per_hour is not None for itype in catalog.instance_types):
-        return ""
-    listed = ", ".join(f"{name} ({n} types)" for name, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-    return (f"the catalog prices no instance type in {region}; it prices {listed}. Add the region with "
-            f"`gpuplan catalog refresh --region {region}` (then --catalog catalog.refreshed.yaml) or price "
-            f"types there in a catalog overlay (instance_types[].prices.{region})")
-
-
-def raise_infeasible(w: Workload, misses: dict[str, Miss], catalog: Catalog | None = None) -> None:
+def raise_infeasible(w: Workload, misses: dict[str, Miss]) -> None:
     ranked = sorted(misses.items(), key=lambda kv: kv[1].shortfall)
     considered = [(name, m) for name, m in ranked if not m.by_request] or ranked
-    region = unpriced_region(w.constraints.region, catalog) if catalog is not None else ""
-    raise InfeasibleError(w.name, region or f"no instance type in the catalog can run this {w.kind} workload",
+    raise InfeasibleError(w.name, f"no instance type in the catalog can run this {w.kind} workload",
                           [NearMiss(name, m.reason) for name, m in considered[:NEAREST_MISSES]],
                           file=w.file, path=w._path)
 
@@ -252,7 +237,8 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
                             replicas=cand.replicas, batch_per_replica=cand.batch_per_replica,
                             sequences_in_flight=cand.sequences_in_flight, tensor_parallel_unit=accel.device_unit,
                             compiled_batch_size=cand.batch_per_replica if accel.is_neuron else None,
-                            n_positions=w.serving.max_context_tokens if accel.is_neuron else None)
+                            n_positions=w.serving.max_context_tokens if accel.is_neuron else None,
+                            expert_parallel=cand.tp * cand.ep if w.architecture.is_moe else None)
         if accel.is_neuron:
             warnings.append(f"Neuron compiles the model ahead of time for batch {cand.batch_per_replica} × "
                             f"{w.serving.max_context_tokens} positions at TP {cand.tp} NeuronCores; compiling "

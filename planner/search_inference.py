@@ -10,6 +10,7 @@ idle); PP across nodes is for EC2 only, on full nodes joined by an inter-node ne
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, replace
 
@@ -19,6 +20,7 @@ from planner.cost import HourlyPrice
 from planner.memory import inference_memory
 from planner.performance import ServingEstimate, serving_estimate
 from planner.spec import Workload
+from planner.speculative import draft_memory_bytes, speculation_of
 
 MAX_SERVING_PIPELINE = 8  # beyond 8 nodes per copy a serving replica spends more time in hops than work
 
@@ -91,39 +93,42 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
     if pins.pipeline_parallel and pins.pipeline_parallel > 1 and target == "sagemaker":
         return Miss("a SageMaker endpoint instance is one model copy: pipeline_parallel > 1 would span "
                     "instances (use deploy_target ec2)", by_request=True)
-    estimates: dict[tuple[int, int, int], ServingEstimate] = {}
+    estimates: dict[tuple[int, int, int, int], ServingEstimate] = {}
+    speculation = speculation_of(s)
 
     for tp in tps:
         spans_nodes = tp == apn and itype.multi_node and target == "ec2"
-        pps = [pins.pipeline_parallel] if pins.pipeline_parallel else \
-            (range(1, MAX_SERVING_PIPELINE + 1) if spans_nodes else [1])
-        for pp in pps:
-            if pp > 1 and not spans_nodes:
+        for pp, ep in _spans(w, tp, apn, spans_nodes):
+            if (pp > 1 or ep > 1) and not spans_nodes:
                 continue  # a replica spans nodes only on EC2, with full nodes and a network between them
-            step = pp  # nodes come in whole replicas once a replica spans nodes
-            per_node = (1 if target == "sagemaker" else apn // tp) if pp == 1 else 0
+            step = pp * ep  # nodes come in whole replicas once a replica spans nodes
+            per_node = (1 if target == "sagemaker" else apn // tp) if step == 1 else 0
 
             def capacity(n: int) -> int:
-                return n * per_node if pp == 1 else n // pp
+                return n * per_node if step == 1 else n // step
 
             def spread_at(n: int) -> Spread:
                 return Spread.of(s.concurrent_requests, min(pins.replicas or capacity(n), capacity(n)))
 
             def estimate(batch: int) -> ServingEstimate:
-                key = (tp, pp, batch)
+                key = (tp, pp, ep, batch)
                 if key not in estimates:
                     estimates[key] = serving_estimate(arch, accel, w.precision, s.kv_cache_precision, tp, pp, batch,
-                                                      s.prompt_tokens, s.output_tokens, itype, s.prefix_hit_share)
+                                                      s.prompt_tokens, s.output_tokens, itype, s.prefix_hit_share, ep,
+                                                      speculation)
                 return estimates[key]
 
             def memory_at(n: int):
-                return inference_memory(arch, w.precision, s.kv_cache_precision, tp, pp, spread_at(n).peak,
-                                        s.max_context_tokens, neuron)
+                base = inference_memory(arch, w.precision, s.kv_cache_precision, tp, pp, spread_at(n).peak,
+                                        s.max_context_tokens, neuron, ep)
+                draft_weights, draft_kv = draft_memory_bytes(speculation, w.precision, s.kv_cache_precision, tp,
+                                                             spread_at(n).peak, s.max_context_tokens)
+                return dataclasses.replace(base, weights=base.weights + draft_weights, kv_cache=base.kv_cache + draft_kv)
 
             def fits_one_sequence() -> bool:
                 """More nodes help memory only if a replica holding one sequence fits."""
                 return inference_memory(arch, w.precision, s.kv_cache_precision, tp, pp, 1, s.max_context_tokens,
-                                        neuron).total <= usable
+                                        neuron, ep).total <= usable
 
             def targets_met(n: int) -> bool:
                 spread = spread_at(n)
@@ -135,7 +140,7 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
 
             # Search in units of `step` nodes, up to the point where every request has its own replica.
             def units_for(replicas: int) -> int:
-                return math.ceil(replicas / per_node) if pp == 1 else replicas
+                return math.ceil(replicas / per_node) if step == 1 else replicas
 
             if pins.nodes is not None:
                 if pins.nodes % step:
@@ -176,7 +181,7 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
                 return Candidate(itype, accel, price, nodes, tp, pp, 1, spread.replicas, memory_at(nodes), usable,
                                  estimate(spread.peak), usd_per_hour, usd_per_hour, batch_per_replica=spread.peak,
                                  output_tokens_per_s=aggregate_tokens_per_s(spread, estimate, neuron),
-                                 sequences_in_flight=spread.in_flight, purchase=price.purchase)
+                                 sequences_in_flight=spread.in_flight, purchase=price.purchase, ep=ep)
 
             cand = candidate_at(good * step)
             if collect is not None:
@@ -192,6 +197,25 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
 def node_cap_note(max_nodes: int) -> str:
     """The node cap a miss ran into, and how to lift it (spec.py: max_nodes allows up to 4096)."""
     return f"constraints.max_nodes {max_nodes} (the node cap; raise constraints.max_nodes, up to 4096)"
+
+
+def _spans(w: Workload, tp: int, apn: int, spans_nodes: bool) -> list[tuple[int, int]]:
+    """(pipeline stages, expert-parallel nodes) a replica may span: PP across nodes for a dense model,
+    EP across nodes for an MoE model (planner/expert_parallel.py), PP there only when pinned. Both
+    cost the same nodes, but PP's stages take turns on every decode step while EP's nodes work at once
+    (DeepSeek-R1 FP8 on 2 × p5.48xlarge at 64 sequences: ITL 38 ms at EP 16, 47 ms at PP 2), and
+    DeepSeek-V3's own deployment and SGLang's spread MoE models across nodes by EP."""
+    pins = w.layout
+    if pins.expert_parallel:
+        ep = pins.expert_parallel // tp if pins.expert_parallel % tp == 0 else 0
+        return [(1, ep)] if ep == 1 or (ep > 1 and pins.expert_parallel % apn == 0 and tp == apn) else []
+    if pins.pipeline_parallel:
+        return [(pins.pipeline_parallel, 1)]
+    if not spans_nodes:
+        return [(1, 1)]
+    if w.architecture.is_moe:
+        return [(1, ep) for ep in range(1, MAX_SERVING_PIPELINE + 1)]
+    return [(pp, 1) for pp in range(1, MAX_SERVING_PIPELINE + 1)]
 
 
 def _target_miss(w: Workload, e: ServingEstimate, aggregate: float, nodes: int, tp: int, pp: int) -> Miss:

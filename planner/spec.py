@@ -5,6 +5,7 @@ the field path and what is allowed."""
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -12,7 +13,9 @@ import yaml
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from planner.errors import SHOWN_CHARS, SpecError, field_path, shown
+from planner.paths import overlay_path
 from planner.presets import Architecture, hugging_face_presets, preset_for_model_id, presets
+from planner.yamlsafe import load_text
 from planner.strict import StrictModel
 from planner.suggest import allowed_keys, model_at, unknown_key
 
@@ -96,6 +99,11 @@ class Serving(_Section):
     # Expected share of each prompt already in the engine's prefix cache (shared system prompt, chat
     # history, few-shot examples): that part is not prefilled again (planner/prefix.py).
     prefix_hit_share: float = Field(default=0.0, ge=0, lt=1)
+    # Speculative decoding (planner/speculative.py): a draft preset sharing the target's vocabulary,
+    # tokens it proposes per step, and the share of them the target accepts (measure it on your traffic).
+    speculative_draft: str | None = Field(default=None, max_length=64)
+    speculative_tokens: int = Field(default=4, ge=1, le=16)
+    speculative_acceptance_rate: float = Field(default=0.7, gt=0, lt=1)
     hours_per_month: float = Field(default=730.0, gt=0, le=744)
     # Traffic, for the managed-API comparison: requests a day, and the busiest hour's rate over the
     # day's mean (2: an assumed day/night swing; set your own from the endpoint's metrics).
@@ -104,6 +112,8 @@ class Serving(_Section):
 
     @model_validator(mode="after")
     def _typical_request_fits(self) -> "Serving":
+        if self.speculative_draft is not None and self.speculative_draft not in presets():
+            raise ValueError(f"speculative_draft: unknown preset {shown(self.speculative_draft)} (see `gpuplan models`)")
         if self.prompt_tokens + self.output_tokens > self.max_context_tokens:
             raise ValueError(
                 f"prompt_tokens + output_tokens ({self.prompt_tokens + self.output_tokens}) exceeds "
@@ -126,7 +136,8 @@ class Training(_Section):
     # Storage (planner/storage.py): the dataset on disk, how often a checkpoint is taken, the share of
     # that interval its write may take, and how long a replaced node takes to rejoin (spot restarts).
     dataset_format: Literal["tokenized", "text"] = "tokenized"
-    checkpoint_interval_minutes: float = Field(default=60.0, gt=0, le=7 * 24 * 60)
+    # At least a minute: a checkpoint more often than its own write (tens of seconds) is not a schedule.
+    checkpoint_interval_minutes: float = Field(default=60.0, ge=1, le=7 * 24 * 60)
     max_checkpoint_share: float = Field(default=0.05, gt=0, le=0.5)
     restart_minutes: float = Field(default=10.0, ge=0, le=24 * 60)  # assumed: relaunch, image pull, NCCL init
 
@@ -165,6 +176,7 @@ class Layout(_Section):
     zero_stage: int | None = Field(default=None, ge=0, le=3)
     micro_batch: int | None = Field(default=None, gt=0, le=4096)
     replicas: int | None = Field(default=None, gt=0, le=10_000)
+    expert_parallel: int | None = Field(default=None, gt=0, le=4096)  # MoE serving: devices the experts spread over
 
 
 def _model_as_name(schema: dict) -> None:
@@ -200,10 +212,16 @@ class Workload(_Section):
     def _sections_match_kind(self) -> "Workload":
         pinned = self.layout.model_fields_set
         stray = sorted(pinned & ({"data_parallel", "zero_stage", "micro_batch"} if self.kind == "inference"
-                                 else {"replicas"}))
+                                 else {"replicas", "expert_parallel"}))
         if stray:
             what = "training" if self.kind == "inference" else "serving"
             raise ValueError(f"layout.{stray[0]} is a {what} setting and does not apply to kind {self.kind}")
+        draft = self.serving.speculative_draft if self.serving is not None else None
+        if draft is not None and presets()[draft].vocab_size != self.model._resolved.vocab_size:
+            raise ValueError(f"serving.speculative_draft: {draft} has vocabulary {presets()[draft].vocab_size:,}, the model "
+                             f"{self.model._resolved.vocab_size:,}; a draft must share the target's tokenizer")
+        if self.layout.expert_parallel and not self.model._resolved.is_moe:
+            raise ValueError(f"layout.expert_parallel applies to MoE models (experts > 1); this model is dense")
         if self.kind == "inference":
             if self.training is not None:
                 raise ValueError("training: is only for kind training or fine-tuning (this workload is inference)")
@@ -315,30 +333,6 @@ STACK_DOCUMENT_KEYS = {"workloads": "gpuplan:workloads", "catalog": "gpuplan:cat
 MAX_FILE_BYTES = 10 * 1024 * 1024
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """safe_load that refuses what YAML would otherwise take silently: a key given twice (the last one
-    wins) and a key that is not text."""
-
-
-def _mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    loader.flatten_mapping(node)
-    mapping: dict = {}
-    lines: dict = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if not isinstance(key, str):
-            raise yaml.constructor.ConstructorError(None, None, f"key {str(key)[:40]!r} is not text",
-                                                    key_node.start_mark)
-        if key in mapping:
-            raise yaml.constructor.ConstructorError(None, None, f"key {key[:60]!r} appears twice (first on line "
-                                                    f"{lines[key]})", key_node.start_mark)
-        mapping[key], lines[key] = loader.construct_object(value_node, deep=deep), key_node.start_mark.line + 1
-    return mapping
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
-
-
 def read_yaml(path: str | Path) -> Any:
     """A user's YAML file, read strictly: only a regular file of sane size, no repeated or non-text keys."""
     p = Path(path)
@@ -353,7 +347,7 @@ def read_yaml(path: str | Path) -> Any:
     except (PermissionError, UnicodeDecodeError, OSError) as exc:
         raise SpecError(f"cannot read file ({exc.__class__.__name__})", file=str(path)) from None
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+        return load_text(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -366,7 +360,8 @@ def read_yaml(path: str | Path) -> Any:
 STACK_REGION_KEY = "aws:region"
 # Every gpuplan:* key the program reads (README: stack config); another one is a typo, not a setting.
 STACK_CONFIG_KEYS = ("gpuplan:workloads", "gpuplan:deployments", "gpuplan:catalog", "gpuplan:vpcId",
-                     "gpuplan:subnetIds", "gpuplan:environment", "gpuplan:kmsKeyArn")
+                     "gpuplan:subnetIds", "gpuplan:environment", "gpuplan:kmsKeyArn",
+                     "gpuplan:calibration")  # read by the CLI: plan, frontier, check, cost, observe
 
 
 def stack_document(config: dict) -> dict:
@@ -383,6 +378,9 @@ def stack_document(config: dict) -> dict:
                         f"`pulumi config set --path '{STACK_KEY.split(':')[1]}[0].name' ...`)", path="config")
     workloads = config[STACK_KEY]
     region = config.get(STACK_REGION_KEY)
+    if region is not None and not (isinstance(region, str) and re.match(AWS_REGION_PATTERN, region)):
+        raise SpecError(f"must be an AWS region name such as us-east-1 (got {shown(region)})",
+                        path=f"config.{STACK_REGION_KEY}")
     if region is not None and isinstance(workloads, list):
         workloads = [_in_region(w, i, region) for i, w in enumerate(workloads)]
     document = {"workloads": workloads}
@@ -407,8 +405,9 @@ def _in_region(workload: Any, index: int, region: Any) -> Any:
     return {**workload, "constraints": {**constraints, "region": region}}
 
 
-def load_workloads(path: str | Path) -> WorkloadFile:
-    """Read a workload YAML or a Pulumi stack file (`Pulumi.<stack>.yaml`)."""
+def load_workloads(path: str | Path, root: str | Path | None = None) -> WorkloadFile:
+    """Read a workload YAML or a Pulumi stack file (`Pulumi.<stack>.yaml`). Its catalog overlay must
+    lie inside `root` (default: the project holding the file; planner/paths.py)."""
     data = read_yaml(path)
     keys, config = None, None
     try:
@@ -423,5 +422,6 @@ def load_workloads(path: str | Path) -> WorkloadFile:
     parsed = parse_workloads(data, str(path), keys)
     parsed._stack_config = config
     if parsed.catalog is not None:
-        parsed.catalog = str((Path(path).parent / parsed.catalog))
+        key = STACK_CATALOG_KEY if config is not None else "catalog"
+        parsed.catalog = overlay_path(parsed.catalog, path, key, root)
     return parsed

@@ -8,11 +8,10 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-import yaml
-
 from planner.memory import lora_params, optimizer_state_bytes
 from planner.presets import Architecture
 from planner.units import GIB
+from planner.yamlsafe import load_text
 
 # Bytes per token of a dataset on disk. Pre-tokenized (Megatron .bin / numpy memmap) stores uint16
 # ids when the vocabulary fits in 16 bits and int32 otherwise (Megatron-LM indexed_dataset
@@ -64,7 +63,7 @@ class StoragePlan:
 
 @cache
 def _prices() -> dict:
-    return yaml.safe_load(resources.files("planner.data").joinpath("storage.yaml").read_text())
+    return load_text(resources.files("planner.data").joinpath("storage.yaml").read_text(), bundled=True)
 
 
 def dataset_bytes_per_token(fmt: str, vocab_size: int) -> float:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import get_args
 
@@ -32,8 +33,25 @@ WORKLOAD = PREFIX + "workload"
 DIGEST = PREFIX + "digest"
 ARCHITECTURE = PREFIX + "architecture"
 RUN_HOURS = PREFIX + "run-hours"
-TAG_VALUE_PATTERN = re.compile(r"^[\w\s.:/=+\-@]*$")  # SageMaker's pattern (\w: letters, digits, _)
+# AWS's tag value pattern, [\p{L}\p{Z}\p{N}_.:/=+\-@]* (botocore's sagemaker TagValue shape), at most 256
+# characters. Python's re has no \p{..}, so tag_value_problem tests Unicode categories directly; this
+# ASCII-and-word approximation (\w without \s: a newline or tab is not \p{Z}) stays for quick checks.
+TAG_VALUE_PATTERN = re.compile(r"^[\w .:/=+\-@]*$")
 MAX_TAG_VALUE_CHARS = 256
+TAG_VALUE_PUNCTUATION = "_.:/=+-@"
+
+
+def tag_value_problem(value: object) -> str | None:
+    """Why AWS would refuse `value` as a tag value, or None when it accepts it."""
+    if not isinstance(value, str):
+        return f"must be text (got {type(value).__name__})"
+    if len(value) > MAX_TAG_VALUE_CHARS:
+        return f"at most {MAX_TAG_VALUE_CHARS} characters (got {len(value)})"
+    bad = sorted({c for c in value if c not in TAG_VALUE_PUNCTUATION and unicodedata.category(c)[0] not in "LZN"})
+    if bad:
+        return (f"AWS tag values allow only letters, digits, spaces and {TAG_VALUE_PUNCTUATION} "
+                f"(found {''.join(bad)[:20]!r})")
+    return None
 KINDS = ("inference", "training", "fine-tuning")
 PRECISIONS = get_args(Precision)
 # The architecture tag's short keys, in Architecture's field order (AWS caps a value at 256 characters).

@@ -36,6 +36,7 @@ class ServingFacts:
     precision: str | None
     memory_fraction: float | None
     problems: tuple[str, ...]  # environment values no engine would accept
+    kv_cache_precision: str | None = None  # the engine's KV cache dtype; None: the model's own (16-bit)
 
 
 def _positive_int(env: Mapping, key: str, problems: list[str]) -> int | None:
@@ -80,6 +81,24 @@ def _precision(env: Mapping, problems: list[str]) -> str | None:
     return DTYPES.get(str(dtype).lower()) if dtype else None
 
 
+# The KV cache dtype variables the engines read (engine-options.yaml: LMI/vLLM OPTION_KV_CACHE_DTYPE,
+# TGI KV_CACHE_DTYPE) and the values they document: vLLM --kv-cache-dtype {auto, fp8, fp8_e4m3, fp8_e5m2},
+# TGI --kv-cache-dtype {fp8_e4m3fn, fp8_e5m2}; auto keeps the model's dtype.
+KV_CACHE_DTYPE_VARS = ("OPTION_KV_CACHE_DTYPE", "KV_CACHE_DTYPE")
+KV_CACHE_DTYPES = {"auto": None, "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "fp8_e4m3fn": "fp8"}
+
+
+def _kv_precision(env: Mapping, problems: list[str]) -> str | None:
+    for key in KV_CACHE_DTYPE_VARS:
+        if key in env:
+            value = str(env[key]).lower()
+            if value not in KV_CACHE_DTYPES:
+                problems.append(f"{key}={str(env[key])[:40]!r} is not a KV cache dtype the engines document "
+                                f"({', '.join(KV_CACHE_DTYPES)})")
+            return KV_CACHE_DTYPES.get(value)
+    return None
+
+
 def serving_facts(environment: Mapping) -> ServingFacts:
     env = {str(k): v for k, v in environment.items()}
     problems: list[str] = []
@@ -100,7 +119,8 @@ def serving_facts(environment: Mapping) -> ServingFacts:
     return ServingFacts(model_id=model_id, preset=preset_sizing_model_id(model_id) if model_id else None, tp=tp,
                         pp=_positive_int(env, "OPTION_PIPELINE_PARALLEL_DEGREE", problems) or 1,
                         context_tokens=context, batch=batch, precision=_precision(env, problems),
-                        memory_fraction=_fraction(env, problems), problems=tuple(problems))
+                        memory_fraction=_fraction(env, problems), kv_cache_precision=_kv_precision(env, problems),
+                        problems=tuple(problems))
 
 
 def container_environment(model: Resource) -> Mapping | None:
@@ -131,18 +151,57 @@ def training_exports(template: Resource) -> dict[str, int]:
     return found
 
 
-def _linked(resource: Resource, prop: str, candidates: list[Resource], by_name: str | None) -> list[Resource]:
+@dataclass
+class Candidates:
+    """The resources of some types, indexed by URN, name and parent, so linking each of n resources to
+    its sibling is a lookup, not a scan (a 10,000-endpoint stack made `check` quadratic)."""
+
+    by_urn: dict[str, list[tuple[int, Resource]]]
+    by_name: dict[object, list[tuple[int, Resource]]]
+    by_parent: dict[str, list[tuple[int, Resource]]]
+    all: list[Resource]
+
+
+_CANDIDATES: dict = {"resources": None, "size": 0, "built": {}}  # the last resource list's indexes
+
+
+def candidates_of(resources: list[Resource], types: tuple[str, ...]) -> Candidates:
+    """Candidates of `types` in `resources`, built once per resource list (the list is kept, so its
+    id is not reused while cached)."""
+    if _CANDIDATES["resources"] is not resources or _CANDIDATES["size"] != len(resources):
+        _CANDIDATES.update(resources=resources, size=len(resources), built={})
+    built = _CANDIDATES["built"]
+    if types not in built:
+        index = Candidates({}, {}, {}, [r for r in resources if r.type in types])
+        for position, r in enumerate(index.all):
+            entry = (position, r)
+            if r.urn:
+                index.by_urn.setdefault(r.urn, []).append(entry)
+            for name in {r.name, r.props.get("name")}:
+                if isinstance(name, str):
+                    index.by_name.setdefault(name, []).append(entry)
+            if r.parent:
+                index.by_parent.setdefault(r.parent, []).append(entry)
+        built[types] = index
+    return built[types]
+
+
+def _in_order(entries) -> list[Resource]:
+    return [r for _, r in sorted({id(r): (p, r) for p, r in entries}.values(), key=lambda e: e[0])]
+
+
+def _linked(resource: Resource, prop: str, candidates: Candidates, by_name: str | None) -> list[Resource]:
     """Siblings `resource` points at: through the engine's property dependencies, by a known name,
     else the only candidate under the same component."""
-    urns = set(resource.dependencies.get(prop, []))
-    linked = [c for c in candidates if c.urn and c.urn in urns]
+    linked = _in_order(e for urn in set(resource.dependencies.get(prop, [])) for e in candidates.by_urn.get(urn, []))
     if linked:
         return linked
     if by_name:
-        named = [c for c in candidates if c.props.get("name") == by_name or c.name == by_name]
+        named = _in_order(candidates.by_name.get(by_name, [])) if isinstance(by_name, str) else \
+            [r for r in candidates.all if r.props.get("name") == by_name or r.name == by_name]
         if named:
             return named
-    same_parent = [c for c in candidates if resource.parent and c.parent == resource.parent]
+    same_parent = _in_order(candidates.by_parent.get(resource.parent, [])) if resource.parent else []
     return same_parent if len(same_parent) == 1 else []
 
 
@@ -152,8 +211,7 @@ def model_of(config: Resource, resources: list[Resource]) -> Resource | None:
         return None
     variants = config.props.get("productionVariants")
     first = variants[0] if isinstance(variants, list) and variants and isinstance(variants[0], Mapping) else {}
-    models = [r for r in resources if r.type in MODELS]
-    linked = _linked(config, "productionVariants", models, first.get("modelName"))
+    linked = _linked(config, "productionVariants", candidates_of(resources, MODELS), first.get("modelName"))
     return linked[0] if len(linked) == 1 else None
 
 
@@ -163,6 +221,6 @@ def templates_of(group: Resource, resources: list[Resource]) -> list[Resource]:
         return []
     reference = group.props.get("launchTemplate")
     name = reference.get("name") or reference.get("id") if isinstance(reference, Mapping) else None
-    templates = [r for r in resources if r.type == LAUNCH_TEMPLATE]
+    templates = candidates_of(resources, (LAUNCH_TEMPLATE,))
     return _linked(group, "launchTemplate", templates, name) or \
         _linked(group, "mixedInstancesPolicy", templates, None)

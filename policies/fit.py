@@ -15,7 +15,7 @@ from planner.catalog import Catalog
 from planner.cost import hourly_price
 from planner.presets import presets
 from planner.tags import PREFIX, TaggedWorkload, TagError, read_tags, required_memory
-from planner.units import GIB
+from planner.units import BYTES_PER_PARAM, GIB
 from policies.facts import ServingFacts, container_environment, model_of, serving_facts, templates_of, \
     training_exports
 from policies.resources import ASG, ENDPOINT_CONFIGS, LAUNCH_TEMPLATE, SAGEMAKER_SERVICE, Resource, group_size, \
@@ -30,6 +30,8 @@ class Finding:
     message: str
     workload: str | None = None
     resource: str | None = None  # set by stack rules: the resource the finding is about
+
+QUANTISED_KV = ("fp8", "int8")  # KV dtypes only an engine variable turns on
 
 
 def service_of(resource: Resource) -> str:
@@ -90,7 +92,7 @@ def _untagged_serving(resource: Resource, facts: ServingFacts | None) -> TaggedW
     return TaggedWorkload(workload=resource.name, kind="inference", model=facts.preset, architecture=arch,
                           precision=facts.precision or "bf16",
                           layout={"tp": facts.tp or 1, "pp": facts.pp, "batch": facts.batch or 1, "nodes": 1},
-                          details={"ctx": facts.context_tokens or min(arch.max_context_tokens or 4096, 4096), "kv": "fp16"},
+                          details={"ctx": facts.context_tokens or min(arch.max_context_tokens or 4096, 4096), "kv": facts.kv_cache_precision or "fp16"},
                           headroom=0.0, environment="", region="")
 
 
@@ -122,6 +124,12 @@ def reconcile(tagged: TaggedWorkload, facts: ServingFacts | None, exported: dict
         if facts.context_tokens is not None and facts.context_tokens != details["ctx"]:
             differs(PREFIX + "serving", "ctx", details["ctx"], facts.context_tokens, "the engine's context is")
             details["ctx"] = facts.context_tokens
+        # The KV cache is as wide as the engine's env makes it, whatever the tag says: no KV dtype variable
+        # (or auto) keeps the model's 16-bit dtype, so a kv=fp8 tag without the variable is sized at 16 bits.
+        kv = facts.kv_cache_precision or ("fp16" if details.get("kv") in QUANTISED_KV else None)
+        if kv is not None and BYTES_PER_PARAM.get(kv) != BYTES_PER_PARAM.get(details.get("kv")):
+            differs(PREFIX + "serving", "kv", details.get("kv"), kv, "the engine's KV cache is")
+            details["kv"] = kv
         if facts.precision is not None and facts.precision != tagged.precision and not (
                 facts.precision in ("bf16", "fp16") and tagged.precision == "int8"):
             # int8 on vLLM comes from the checkpoint's own quantisation config, beside a 16-bit dtype

@@ -23,8 +23,10 @@ from policies.resources import (CARRIES_INSTANCE_TYPE, ENDPOINT_CONFIGS, UNKNOWN
                                 family_of, instance_slots, is_accelerated, requirement_blocks, tags_of)
 from policies.secure import secure_defaults
 
-# Every family the bundled catalog holds (the planner can choose any of them, trn1n included).
-DEFAULT_FAMILIES = sorted({family_of(t.name) for t in bundled().instance_types})
+# Every family the bundled catalog holds (the planner can choose any of them, trn1n included). An UltraServer
+# (u-p6e-gb200x72, u-trn2x64) is not a launchable type: its nodes launch as its family's instances (p6e-gb200.36xlarge).
+DEFAULT_FAMILIES = sorted({family_of(t.name) for t in bundled().instance_types if not t.name.startswith("u-")} |
+                          {t.family for t in bundled().instance_types})
 # What the gating rules read: whole top-level properties, and leaves wherever they sit (a variant's
 # instance type, an interface's type). Computed names and IDs (a variant's model name, the launch
 # template id an Auto Scaling group points at) are unknown at every first preview and gate nothing.

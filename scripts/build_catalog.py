@@ -22,6 +22,10 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from planner.yamlsafe import load_text  # noqa: E402
+
 SPECS = ROOT / "scripts" / "catalog_specs.yaml"
 OUT = ROOT / "planner" / "data" / "catalog.yaml"
 PRICES = ROOT / "scripts" / "data" / "aws-accelerator-prices.csv"
@@ -46,7 +50,7 @@ def _source_id(text: str) -> str:
 
 
 def build(prices_csv: Path) -> dict:
-    specs = yaml.safe_load(SPECS.read_text())
+    specs = load_text(SPECS.read_text(), bundled=True)
     sources: dict[str, str] = {}
     prices: dict[str, dict[str, dict[str, dict]]] = {}
     for row in csv.DictReader(prices_csv.open()):
@@ -81,6 +85,8 @@ def build(prices_csv: Path) -> dict:
                  "vcpus": vcpus, "memory_gib": mem, "inter_node_gbps": gbps, "efa": efa,
                  "network_cards": cards, "source": source, "source_date": source_date,
                  "prices": prices.get(name, {})}
+        if name in specs.get("no_sagemaker_hosting", []):
+            entry["sagemaker_hosting"] = False
         if name in specs.get("no_price", {}) and not entry["prices"]:
             entry["no_price_reason"] = specs["no_price"][name]
         instance_types.append(entry)

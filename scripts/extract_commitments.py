@@ -14,9 +14,11 @@ import json
 import sys
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from planner.yamlsafe import load_text  # noqa: E402
+
 OUT = ROOT / "scripts" / "data" / "aws-commitment-prices.csv"
 REGIONS = ("us-east-1", "us-west-2", "eu-west-1")
 SOURCE = ("github.com/tsaol/aws-gpu data/gpu_instances_raw.json @2d0108c7bd261c8e40493fbd35135437bd6c9099 "
@@ -46,7 +48,7 @@ def rows(raw: list[dict], names: list[str]) -> list[dict]:
 
 if __name__ == "__main__":
     raw = json.loads(Path(sys.argv[1]).read_text())
-    names = [spec[0] for spec in yaml.safe_load((ROOT / "scripts" / "catalog_specs.yaml").read_text())["instance_types"]]
+    names = [spec[0] for spec in load_text((ROOT / "scripts" / "catalog_specs.yaml").read_text(), bundled=True)["instance_types"]]
     out_path = Path(sys.argv[2]) if len(sys.argv) > 2 else OUT
     found = rows(raw, names)
     with out_path.open("w", newline="") as f:

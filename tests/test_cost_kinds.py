@@ -96,13 +96,17 @@ def test_the_packs_budget_rule_prices_a_training_run_not_a_month():
 
 
 def test_an_absurd_file_system_is_refused_not_priced(tmp_path):
-    """checkpoint_interval_minutes: 0.001 sized a 38,376,000 GiB FSx for Lustre and still exited 0."""
-    spec = {"workloads": [{"name": "pretrain-70b", "kind": "training", "model": {"preset": "llama-3-70b"},
-                           "precision": "bf16", "training": {
-                               "tokens": 2.0e11, "sequence_length": 4096, "global_batch_tokens": 4.0e6,
-                               "deadline_hours": 720, "checkpoint_interval_minutes": 0.001}}]}
+    """checkpoint_interval_minutes: 0.001 sized a 38,376,000 GiB FSx for Lustre and still exited 0. Under a
+    minute is now refused by the spec itself; a legal interval whose checkpoints would still need a file
+    system past the FSx quota is refused by the storage sizing, naming the two fields that lift it."""
+    training = {"tokens": 2.0e11, "sequence_length": 4096, "global_batch_tokens": 4.0e6, "deadline_hours": 720}
     path = tmp_path / "w.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    result = runner.invoke(app, ["plan", str(path)])
-    assert result.exit_code == 2, result.output
-    assert "training.checkpoint_interval_minutes" in result.output and "above the 100,800 GiB default quota; raise training.checkpoint_interval_minutes" in result.output
+    for extra, expected in (({"checkpoint_interval_minutes": 0.001}, "greater than or equal to 1"),
+                            ({"checkpoint_interval_minutes": 1, "max_checkpoint_share": 0.01},
+                             "above the 100,800 GiB default quota; raise training.checkpoint_interval_minutes")):
+        spec = {"workloads": [{"name": "pretrain-70b", "kind": "training", "model": {"preset": "llama-3-70b"},
+                               "precision": "bf16", "training": {**training, **extra}}]}
+        path.write_text(yaml.safe_dump(spec))
+        result = runner.invoke(app, ["plan", str(path)])
+        assert result.exit_code == 2, result.output
+        assert "training.checkpoint_interval_minutes" in result.output and expected in result.output

@@ -60,13 +60,13 @@ def test_the_model_grant_is_exactly_the_prefix_or_the_archive():
 
 
 def test_network_interfaces_are_scoped_by_resource_arn_not_by_a_false_condition():
-    stack = run_program(_config(vpcSubnetIds=["subnet-0abc", "subnet-0def"], vpcSecurityGroupIds=["sg-0abc"]))
+    stack = run_program(_config(vpcSubnetIds=["subnet-0abc0abc", "subnet-0def0def"], vpcSecurityGroupIds=["sg-0abc0abc"]))
     policy = _policy(stack)
     ec2 = "arn:aws:ec2:us-east-1:123456789012"
     create = _statement(policy, "VpcCreateInterfaces")
     assert create["Action"] == ["ec2:CreateNetworkInterface"]
-    assert create["Resource"] == [f"{ec2}:network-interface/*", f"{ec2}:subnet/subnet-0abc",
-                                  f"{ec2}:subnet/subnet-0def", f"{ec2}:security-group/sg-0abc"]
+    assert create["Resource"] == [f"{ec2}:network-interface/*", f"{ec2}:subnet/subnet-0abc0abc",
+                                  f"{ec2}:subnet/subnet-0def0def", f"{ec2}:security-group/sg-0abc0abc"]
     assert _statement(policy, "VpcInterfaces")["Resource"] == f"{ec2}:network-interface/*"
     assert "ec2:Subnet" not in json.dumps(policy)
     # only the Describe calls, which have no resource-level permissions, are on "*"
@@ -121,7 +121,7 @@ def test_ecr_rights_follow_the_images_registry():
     private = "registry.internal.example.com/llm/vllm:0.6"
     with pytest.raises(pulumi.RunError, match="imageUri is not in Amazon ECR.*set vpcSubnetIds"):
         run_program(_config(imageUri=private))
-    stack = run_program(_config(imageUri=private, vpcSubnetIds=["subnet-0abc"], vpcSecurityGroupIds=["sg-0abc"]))
+    stack = run_program(_config(imageUri=private, vpcSubnetIds=["subnet-0abc0abc"], vpcSecurityGroupIds=["sg-0abc0abc"]))
     assert "ecr:" not in json.dumps(_policy(stack))
     container = _one(stack, "sagemaker/model:Model", "chat-8b-model").inputs["primaryContainer"]
     assert container["imageConfig"] == {"repositoryAccessMode": "Vpc"}
@@ -129,10 +129,10 @@ def test_ecr_rights_follow_the_images_registry():
 
 VARIANTS = {
     "example": {},
-    "vpc": {"vpcSubnetIds": ["subnet-0abc"], "vpcSecurityGroupIds": ["sg-0abc"], "networkIsolation": True},
+    "vpc": {"vpcSubnetIds": ["subnet-0abc0abc"], "vpcSecurityGroupIds": ["sg-0abc0abc"], "networkIsolation": True},
     "archive": {"modelDataUrl": "s3://my-models/llama/model.tar.gz"},
-    "private-registry": {"imageUri": "registry.internal.example.com/llm/vllm:0.6", "vpcSubnetIds": ["subnet-0abc"],
-                         "vpcSecurityGroupIds": ["sg-0abc"]},
+    "private-registry": {"imageUri": "registry.internal.example.com/llm/vllm:0.6", "vpcSubnetIds": ["subnet-0abc0abc"],
+                         "vpcSecurityGroupIds": ["sg-0abc0abc"]},
 }
 
 

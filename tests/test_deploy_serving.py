@@ -103,13 +103,13 @@ def test_trust_policy_is_bound_to_the_account_and_logs_are_complete():
 
 
 def test_vpc_config_and_network_isolation_with_their_interface_permissions():
-    stack = run_program(_config(vpcSubnetIds=["subnet-0abc"], vpcSecurityGroupIds=["sg-0abc"], networkIsolation=True))
+    stack = run_program(_config(vpcSubnetIds=["subnet-0abc0abc"], vpcSecurityGroupIds=["sg-0abc0abc"], networkIsolation=True))
     model = by_name(stack, "sagemaker/model:Model", "chat-8b-model").inputs
-    assert model["vpcConfig"] == {"subnets": ["subnet-0abc"], "securityGroupIds": ["sg-0abc"]}
+    assert model["vpcConfig"] == {"subnets": ["subnet-0abc0abc"], "securityGroupIds": ["sg-0abc0abc"]}
     assert model["enableNetworkIsolation"] is True
     policy = json.loads(by_name(stack, "rolePolicy:RolePolicy", "chat-8b-role-policy").inputs["policy"])
     interfaces = next(s for s in policy["Statement"] if s["Sid"] == "VpcCreateInterfaces")
-    assert "arn:aws:ec2:us-east-1:123456789012:subnet/subnet-0abc" in interfaces["Resource"]
+    assert "arn:aws:ec2:us-east-1:123456789012:subnet/subnet-0abc0abc" in interfaces["Resource"]
 
 
 def test_replan_onto_another_type_is_a_new_endpoint_name_and_scales_on_concurrency():
@@ -138,7 +138,7 @@ def test_protect_and_rename_keep_the_running_endpoint():
     ({"hfTokenSecretArn": "hf_abc"}, "config gpuplan:deployments.chat-8b.hfTokenSecretArn: must be a Secrets Manager"),
     ({"networkIsolation": True, "modelDataUrl": None, "hfModelId": "meta-llama/Llama-3.1-8B-Instruct"},
      "networkIsolation blocks the container's downloads"),
-    ({"vpcSubnetIds": ["subnet-1"]}, "vpcSubnetIds and vpcSecurityGroupIds go together"),
+    ({"vpcSubnetIds": ["subnet-11111111"]}, "vpcSubnetIds and vpcSecurityGroupIds go together"),
 ])
 def test_deployment_errors_name_the_key_as_written(deploy, message):
     config = _config(**deploy)

@@ -103,11 +103,12 @@ def test_nodes_find_each_other_with_least_privilege():
                                   "gpuplan:cluster"}
     import json
     policy = json.loads(by_name(stack, "rolePolicy:RolePolicy", "pretrain-70b-discovery").inputs["policy"])
-    assert [s["Action"] for s in policy["Statement"]] == [["ec2:DescribeInstances"]]
+    assert [s["Action"] for s in policy["Statement"]] == [["ec2:DescribeInstances"], ["cloudwatch:PutMetricData"]]
+    assert policy["Statement"][1]["Condition"] == {"StringEquals": {"cloudwatch:namespace": "gpuplan/training"}}
 
 
 @pytest.mark.parametrize("deploy, message", [
-    ({"capacityBlockId": "cr-1", "capacityReservationId": "cr-2"}, "capacityReservationId and capacityBlockId"),
+    ({"capacityBlockId": "cr-11111111", "capacityReservationId": "cr-22222222"}, "capacityReservationId and capacityBlockId"),
     ({"fsx": False, "fsxImportPath": "s3://bkt/p/"}, "fsxImportPath links an S3 prefix"),
     ({"amiId": "ubuntu"}, "gpuplan:deployments.pretrain-70b.amiId: String should match pattern"),
 ])

@@ -151,7 +151,7 @@ def test_concurrency_past_the_node_cap_names_the_cap_and_how_to_lift_it(tmp_path
 
 def test_a_region_the_catalog_does_not_price_names_the_priced_regions(tmp_path):
     spec = load_workloads(_spec(tmp_path))
-    with pytest.raises(InfeasibleError) as exc:
+    with pytest.raises(SpecError) as exc:  # bad input the user can fix (exit 2), named before any search
         plan_workloads(spec, region="us-east-2")
     text = str(exc.value)
     assert "the catalog prices no instance type in us-east-2" in text

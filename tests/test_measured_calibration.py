@@ -167,7 +167,7 @@ def test_bad_calibration_file_exit_2(tmp_path):
 
 def test_observe_reads_cloudwatch_plan_against_actual(aws_env, tmp_path):
     import boto3
-    from datetime import datetime, timezone
+    from datetime import datetime, timedelta, timezone
 
     from gpuplan.observe import endpoint_name
 
@@ -179,7 +179,8 @@ def test_observe_reads_cloudwatch_plan_against_actual(aws_env, tmp_path):
     itype = json.loads(plan.output)["plans"][0]["choice"]["instance_type"]
     dims = [{"Name": "EndpointName", "Value": endpoint_name("chat", itype)}, {"Name": "VariantName", "Value": "AllTraffic"}]
     cw = boto3.client("cloudwatch", region_name="us-east-1")
-    now = datetime.now(timezone.utc)
+    # a minute back: moto (as CloudWatch) excludes points at or after EndTime, which it truncates to the second
+    now = datetime.now(timezone.utc) - timedelta(minutes=1)
     cw.put_metric_data(Namespace="AWS/SageMaker", MetricData=[
         {"MetricName": "ModelLatency", "Dimensions": dims, "Timestamp": now, "Value": 4_000_000, "Unit": "Microseconds"},
         {"MetricName": "Invocations", "Dimensions": dims, "Timestamp": now, "Value": 3600, "Unit": "Count"}])

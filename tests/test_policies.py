@@ -343,8 +343,8 @@ def test_unknown_instance_type_is_not_silently_passed():
 def test_instance_family_allowed_default_and_config():
     assert validate("instance-family-allowed", LT, {"instanceType": "p5.48xlarge"}) == []
     assert validate("instance-family-allowed", LT, {"instanceType": "p3.16xlarge"}) == \
-        ["p3.16xlarge (instanceType): family p3 is not allowed (allowed: g5, g6, g6e, inf2, p4d, p4de, p5, p5e, p5en, "
-         "trn1, trn1n)"]
+        ["p3.16xlarge (instanceType): family p3 is not allowed (allowed: g5, g6, g6e, g6f, g7e, inf2, p4d, p4de, p5, "
+         "p5e, p5en, p6-b200, p6-b300, p6e-gb200, trn1, trn1n, trn2)"]
     assert validate("instance-family-allowed", LT, {"instanceType": "trn1n.32xlarge"}) == []
     assert validate("instance-family-allowed", LT, {"instanceType": "p5.48xlarge"}, {"allowedFamilies": ["g6e"]})
     assert validate("instance-family-allowed", LT, {"instanceType": "m7i.large"}, {"allowedFamilies": ["g6e"]}) == []

@@ -19,7 +19,7 @@ def test_the_issue_case_says_it_ranked_an_estimate_against_an_older_published_pr
     plan = plan_workload(workload(**CHAT_70B), bundled())
     assert plan.choice.instance_type == "p4de.24xlarge" and plan.cost.price_estimated
     assert "ranked an estimated price against published ones" in plan.choice.reason
-    assert "prices of different vintages ranked together (2024-03-26 to 2025-11-30)" in plan.choice.reason
+    assert "prices of different vintages ranked together (2024-03-26 to 2026-01-21)" in plan.choice.reason
 
 
 def test_notes_follow_the_prices():
@@ -43,5 +43,5 @@ def test_a_stale_chosen_price_is_warned_once():
                                   constraints={"deploy_target": "ec2", "families": ["g6e"]}), catalog)
     assert plan.choice.instance_type == "g6e.xlarge"
     stale = [w for w in plan.warnings if "older than the catalog's newest" in w]
-    assert stale == ["price dated 2024-01-15 is 685 days older than the catalog's newest (2025-11-30); "
+    assert stale == ["price dated 2024-01-15 is 737 days older than the catalog's newest (2026-01-21); "
                      "refresh it with `gpuplan catalog refresh`"]

@@ -93,7 +93,8 @@ def test_every_other_type_is_rejected_with_a_reason(catalog):
         {r.instance_type for r in plan.rejected}
     assert listed == {t.name for t in catalog.instance_types}
     assert {r.reason for r in plan.rejected if not r.instance_type.startswith("g5")} == \
-        {f"family {t} not in constraints.families" for t in {"p4d", "p4de", "p5", "p5e", "p5en", "g6", "g6e", "inf2", "trn1"}}
+        {f"family {t} not in constraints.families" for t in {"p4d", "p4de", "p5", "p5e", "p5en", "g6", "g6e", "inf2", "trn1",
+                                                                     "p6-b200", "p6-b300", "p6e-gb200", "g6f", "g7e", "trn2"}}
 
 
 def test_infeasible_targets_explain_nearest_misses(catalog):

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 import planner.search
 from gpuplan.check import check_file
 from planner import plan_workloads, shared_searches
@@ -50,19 +48,6 @@ def test_outside_the_block_every_call_searches(monkeypatch):
     plan_workloads(spec)
     plan_workloads(spec)
     assert calls == ["a", "b", "a", "b"]
-
-
-def test_a_different_catalog_object_is_searched_again(monkeypatch, tmp_path):
-    """An overlay builds a new catalog each load: its plans are never taken from another catalog's."""
-    calls = _counting(monkeypatch)
-    overlay = tmp_path / "overlay.yaml"
-    overlay.write_text(yaml.safe_dump({"instance_types": []}))
-    spec = parse_workloads(SPEC, "w.yaml")
-    with shared_searches():
-        plan_workloads(spec)
-        plan_workloads(spec, catalog_path=overlay)
-        plan_workloads(spec, catalog_path=overlay)
-    assert calls == ["a", "b"] * 3
 
 
 def test_check_searches_each_shape_of_the_example_stack_once(monkeypatch):

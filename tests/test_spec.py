@@ -83,7 +83,7 @@ def test_duplicate_names_and_empty_list(tmp_path):
 
 def test_unknown_family_and_instance_type(tmp_path):
     output = plan_error(tmp_path, {"workloads": [{**GOOD, "constraints": {"families": ["p9"]}}]})
-    assert "constraints.families: unknown family p9; catalog families: g5, g6, g6e, inf2" in output
+    assert "constraints.families: unknown family p9; catalog families: g5, g6, g6e, g6f, g7e, inf2" in output
     output = plan_error(tmp_path, {"workloads": [{**GOOD, "constraints": {"instance_types": ["p7.huge"]}}]})
     assert "unknown instance type(s) p7.huge" in output
 

@@ -4,6 +4,7 @@ List API and spot prices from EC2, merged over a base catalog; a source that fai
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from typing import Callable
@@ -54,6 +55,17 @@ def _accelerator_of(info: dict, accelerators: list) -> tuple[str, int, float] | 
     return None
 
 
+def price_problem(value: object) -> str | None:
+    """Why a price an API answered cannot be a price (text, negative, NaN, infinite), or None."""
+    try:
+        usd = float(value)
+    except (TypeError, ValueError):
+        return f"price {str(value)[:20]!r} is not a number"
+    if not math.isfinite(usd) or usd < 0:
+        return f"price {usd:g} is not a positive finite number"
+    return None
+
+
 def _on_demand_usd(price_item: str) -> float | None:
     product = json.loads(price_item)
     for term in product.get("terms", {}).get("OnDemand", {}).values():
@@ -84,6 +96,15 @@ class Refresh:
     changes: list[Change]
     unknown: list[str]
     answered: int  # calls that succeeded
+
+
+def _checked(usd: float | None, what: str, unknown: dict[str, None]) -> float | None:
+    """The price, or None (the base's figure stays) with the reason recorded as unknown."""
+    problem = None if usd is None else price_problem(usd)
+    if problem:
+        unknown[f"{what}: unknown: {problem}; kept from the base catalog"] = None
+        return None
+    return usd
 
 
 def _specs(itype: InstanceType, info: dict, api_source: str, today: str) -> None:
@@ -132,6 +153,9 @@ def refresh_catalog(base: Catalog, regions: list[str], only: list[str] | None = 
                 changes.append(Change(name, "accelerator not in the catalog: add it under accelerators:"))
                 continue
             accel_name, count, mib = accel
+            if count < 1:
+                unknown[f"{name}: unknown: EC2 reports {count} accelerators; its specs kept from the base catalog"] = None
+                continue
             itype = types.get(name) or InstanceType(name=name, family=name.split(".")[0], accelerator=accel_name,
                                                     accelerators_per_node=count)
             if name not in types:
@@ -157,6 +181,10 @@ def refresh_catalog(base: Catalog, regions: list[str], only: list[str] | None = 
         try:
             for entry in calls.pages(ec2, "describe_spot_price_history", "SpotPriceHistory", InstanceTypes=names,
                                      ProductDescriptions=["Linux/UNIX"], StartTime=datetime.now(timezone.utc)):
+                problem = price_problem(entry.get("SpotPrice"))
+                if problem:
+                    unknown[f"{entry['InstanceType']} {region} EC2 spot: unknown: {problem}; not used"] = None
+                    continue
                 value = float(entry["SpotPrice"])
                 spot[entry["InstanceType"]] = min(value, spot.get(entry["InstanceType"], value))
             answered += 1
@@ -178,6 +206,7 @@ def refresh_catalog(base: Catalog, regions: list[str], only: list[str] | None = 
             except Unavailable as exc:
                 unknown[f"Price List API: unknown: {exc}; prices kept from the base catalog"] = None
                 usd = None
+            usd = _checked(usd, f"{name} {region} EC2 on-demand", unknown)
             if usd is not None:
                 if old and old.on_demand and abs(usd - old.on_demand) / old.on_demand > 0.005:
                     changes.append(Change(name, f"{region} EC2 on-demand ${old.on_demand:g} → ${usd:g}/h "
@@ -194,6 +223,7 @@ def refresh_catalog(base: Catalog, regions: list[str], only: list[str] | None = 
             except Unavailable as exc:
                 unknown[f"Price List API: unknown: {exc}; prices kept from the base catalog"] = None
                 sm_usd = None
+            sm_usd = _checked(sm_usd, f"{name} {region} SageMaker on-demand", unknown)
             if sm_usd is not None:
                 slot["sagemaker"] = Price(on_demand=sm_usd, source=price_source, date=today, note="SageMaker hosting",
                                           **carried_terms(old_sm))

@@ -1,0 +1,191 @@
+"""Issue 28, finished: the fleet's prices are explained where a region has none."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from gpuplan.cli import app
+
+
+def test_catalog_list_says_where_p6_b300_has_a_price():
+    """p6-b300.48xlarge is priced in us-west-2 only (vantage 2025-11-30): us-east-1 says so, not a bare dash."""
+    out = CliRunner().invoke(app, ["catalog", "list"]).output
+    row = next(line for line in out.splitlines() if line.startswith(" p6-b300.48xlarge"))
+    assert row.rstrip().endswith("only in us-west-2")
+    west = CliRunner().invoke(app, ["catalog", "list", "--region", "us-west-2"]).output
+    row = next(line for line in west.splitlines() if line.startswith(" p6-b300.48xlarge"))
+    assert "142.4160" in row and "2025-11-30" in row
+
+
+# --- MoE expert parallelism (planner/expert_parallel.py) ---------------------------------------------------
+
+import pytest  # noqa: E402
+
+from planner.catalog import bundled  # noqa: E402
+from planner.expert_parallel import all_to_all_s, routed_expert_bytes  # noqa: E402
+from planner.memory import inference_memory  # noqa: E402
+from planner.presets import presets  # noqa: E402
+from planner.report import layout_text  # noqa: E402
+from planner.search import plan_workload  # noqa: E402
+from tests.conftest import workload  # noqa: E402
+
+R1_SERVING = {"max_context_tokens": 8192, "prompt_tokens": 1024, "output_tokens": 256, "concurrent_requests": 64}
+
+
+def _r1(constraints: dict, layout: dict | None = None):
+    return plan_workload(workload(kind="inference", model={"preset": "deepseek-r1"}, precision="fp8",
+                                  serving=R1_SERVING, constraints=constraints, layout=layout or {}), bundled())
+
+
+def test_deepseek_r1_spreads_experts_over_one_p5en_node():
+    plan = _r1({"instance_types": ["p5en.48xlarge"]})
+    assert (plan.choice.instance_type, plan.choice.nodes) == ("p5en.48xlarge", 1)
+    assert (plan.layout.tensor_parallel, plan.layout.pipeline_parallel, plan.layout.expert_parallel) == (8, 1, 8)
+
+
+def test_deepseek_r1_across_p5_nodes_uses_expert_parallelism_not_pipeline_stages():
+    """Issue 28: on 80 GB H100s R1 needs two nodes; it used to plan PP 2, now EP 16 over both nodes."""
+    plan = _r1({"instance_types": ["p5.48xlarge"], "deploy_target": "ec2"})
+    assert (plan.choice.nodes, plan.layout.tensor_parallel, plan.layout.pipeline_parallel,
+            plan.layout.expert_parallel) == (2, 8, 1, 16)
+    pp = _r1({"instance_types": ["p5.48xlarge"], "deploy_target": "ec2"}, {"pipeline_parallel": 2})
+    assert pp.layout.pipeline_parallel == 2 and pp.layout.expert_parallel == 8
+    assert layout_text(plan).startswith("TP 8 × PP 1 × EP 16, 1 replica(s)")
+    assert layout_text(pp).startswith("TP 8 × PP 2, 1 replica(s)")
+    # PP's two stages take turns each decode step; EP's two nodes read their halves of the experts at once
+    assert plan.performance.inter_token_latency_s == pytest.approx(0.03847, rel=1e-3)
+    assert pp.performance.inter_token_latency_s == pytest.approx(0.04719, rel=1e-3)
+
+
+def test_all_to_all_cost_by_hand():
+    """16 tokens over 2 p5 nodes: each node's 8 tokens × top-8 × 7168 × 2 B, half of it leaving, over a
+    device's share of 3,200 Gb/s (×0.8), plus a 16-rank latency; dispatch + combine on 58 MoE layers."""
+    r1, p5 = presets()["deepseek-r1"], bundled().instance("p5.48xlarge")
+    h100 = bundled().accelerator("H100-80GB")
+    leaving = 8 * 8 * 7168 * 2 / 2
+    one_way = leaving / 8 / (3200e9 / 8 / 8 * 0.8) + (15e-6 + 15 * 1.5e-6)
+    assert r1.moe_layers == 58
+    assert all_to_all_s(r1, 16, 2, p5, h100) == pytest.approx(2 * 58 * one_way)
+    assert all_to_all_s(r1, 16, 1, p5, h100) == 0.0
+
+
+def test_expert_parallelism_halves_the_experts_a_device_holds():
+    r1 = presets()["deepseek-r1"]
+    one = inference_memory(r1, "fp8", "bf16", 8, 1, 16, 8192)
+    two = inference_memory(r1, "fp8", "bf16", 8, 1, 16, 8192, ep_nodes=2)
+    assert one.weights - two.weights == pytest.approx(routed_expert_bytes(r1, "fp8") / 16)
+    assert two.kv_cache == pytest.approx(one.kv_cache / 2)  # DP attention: 8 of the 16 sequences per node
+
+
+def test_expert_parallel_pin_on_a_dense_model_is_refused(tmp_path):
+    spec = tmp_path / "w.yaml"
+    spec.write_text("workloads:\n- name: w\n  kind: inference\n  model: {preset: llama-3.1-8b}\n"
+                    "  layout: {expert_parallel: 8}\n")
+    result = CliRunner().invoke(app, ["plan", str(spec)])
+    assert result.exit_code == 2
+    assert "layout.expert_parallel applies to MoE models (experts > 1); this model is dense" in result.output
+
+
+# --- Speculative decoding (planner/speculative.py) ---------------------------------------------------------
+
+from planner.performance import decode_step  # noqa: E402
+from planner.speculative import expected_tokens_per_step  # noqa: E402
+
+
+def _chat_70b(concurrent: int, speculate: bool):
+    serving = {"concurrent_requests": concurrent}
+    if speculate:
+        serving |= {"speculative_draft": "llama-3.1-8b", "speculative_acceptance_rate": 0.8}
+    return plan_workload(workload(kind="inference", model={"preset": "llama-3.1-70b"}, serving=serving,
+                                  constraints={"instance_types": ["p5.48xlarge"], "deploy_target": "ec2"},
+                                  layout={"tensor_parallel": 8, "replicas": 1, "pipeline_parallel": 1}), bundled())
+
+
+def test_expected_tokens_per_step_follows_leviathan_eq_1():
+    assert expected_tokens_per_step(0.8, 4) == pytest.approx((1 - 0.8**5) / 0.2) == pytest.approx(3.3616)
+    assert expected_tokens_per_step(1e-9, 4) == pytest.approx(1.0)
+
+
+def test_a_draft_model_shortens_inter_token_latency_at_batch_one_by_hand():
+    """One sequence: no other prefills share the step, so ITL = (target pass over 5 positions + 4 draft
+    steps) / 3.36 tokens. 11.3 ms plain, 6.3 ms speculated (1.8×, inside Leviathan's and Chen's 1.9-3.4×
+    band for larger draft/target gaps)."""
+    plain, fast = _chat_70b(1, False), _chat_70b(1, True)
+    p = presets()
+    h100 = bundled().accelerator("H100-80GB")
+    target = decode_step(p["llama-3.1-70b"], h100, "bf16", "fp16", 8, 1, 1, 1024 + 128)
+    draft = decode_step(p["llama-3.1-8b"], h100, "bf16", "fp16", 8, 1, 1, 1024 + 128)
+    by_hand = (max(target.memory_s, 5 * target.compute_s) + target.communication_s + 4 * draft.seconds) / 3.3616
+    assert fast.performance.inter_token_latency_s == pytest.approx(by_hand, rel=1e-4)
+    assert plain.performance.inter_token_latency_s == pytest.approx(0.011325, rel=1e-3)
+    assert fast.performance.inter_token_latency_s == pytest.approx(0.006300, rel=1e-3)
+    # the draft's weights sit on every device beside the target's: 16 GB of 8B bf16 over TP 8
+    assert fast.memory.per_device_bytes["weights"] - plain.memory.per_device_bytes["weights"] == \
+        pytest.approx(presets()["llama-3.1-8b"].params * 2 / 8, rel=0.02)
+
+
+def test_speculation_gains_shrink_as_the_batch_fills_the_compute():
+    """The verify pass computes k+1 positions per sequence: free while memory-bound, paid once the batch
+    makes the step compute-bound (vLLM's measured slowdown at high load)."""
+    gains = [_chat_70b(c, False).performance.inter_token_latency_s / _chat_70b(c, True).performance.inter_token_latency_s
+             for c in (1, 16, 64, 128)]
+    assert gains == sorted(gains, reverse=True) and gains[0] > 1.75 and gains[-1] < 1.1
+
+
+def test_a_draft_with_another_vocabulary_is_refused(tmp_path):
+    spec = tmp_path / "w.yaml"
+    spec.write_text("workloads:\n- name: w\n  kind: inference\n  model: {preset: llama-3.1-70b}\n"
+                    "  serving: {speculative_draft: mistral-7b}\n")
+    result = CliRunner().invoke(app, ["plan", str(spec)])
+    assert result.exit_code == 2 and "serving.speculative_draft: mistral-7b has vocabulary 32,000" in result.output
+    spec.write_text("workloads:\n- name: w\n  kind: inference\n  model: {preset: llama-3.1-70b}\n"
+                    "  serving: {speculative_draft: tiny-llama}\n")
+    result = CliRunner().invoke(app, ["plan", str(spec)])
+    assert result.exit_code == 2 and "speculative_draft: unknown preset" in result.output
+
+
+# --- Deployment of the new fleet ----------------------------------------------------------------------------
+
+import copy  # noqa: E402
+
+import botocore.session  # noqa: E402
+
+from tests.pulumi_harness import run_program, stack_config  # noqa: E402
+
+
+def test_sagemaker_hosting_matches_botocores_instance_type_enum():
+    enum = set(botocore.session.get_session().get_service_model("sagemaker")
+               .shape_for("ProductionVariantInstanceType").enum)
+    for t in bundled().instance_types:
+        assert t.sagemaker_hosting == (f"ml.{t.name}" in enum), t.name
+
+
+def _deploy(instance_type: str, kind: str, region: str = "us-east-1", precision: str = "bf16"):
+    cfg = copy.deepcopy(stack_config())
+    cfg["aws:region"] = region
+    if kind == "inference":
+        w = {"name": "svc", "kind": "inference", "precision": precision, "model": {"preset": "llama-3.1-8b"},
+             "serving": {"concurrent_requests": 4}, "constraints": {"instance_types": [instance_type]}}
+        cfg["gpuplan:deployments"] = {"svc": {"modelDataUrl": "s3://my-models/llama/"}}
+    else:
+        w = {"name": "trn", "kind": "training", "model": {"preset": "llama-3.1-8b"}, "training": {"tokens": 1e9},
+             "constraints": {"instance_types": [instance_type]}}
+        cfg["gpuplan:deployments"] = {}
+    cfg["gpuplan:workloads"] = [w]
+    rec = run_program(cfg)
+    return {str(v["instanceType"]) for r in rec.resources for v in r.inputs.get("productionVariants", [])} | \
+        {str(r.inputs["instanceType"]) for r in rec.resources if "instanceType" in r.inputs}
+
+
+@pytest.mark.parametrize("instance_type, kind, region, precision, expected", [
+    ("p6-b200.48xlarge", "inference", "us-east-1", "bf16", "ml.p6-b200.48xlarge"),
+    ("p6-b200.48xlarge", "training", "us-east-1", "bf16", "p6-b200.48xlarge"),
+    ("p6-b300.48xlarge", "inference", "us-west-2", "bf16", "ml.p6-b300.48xlarge"),
+    ("p6-b300.48xlarge", "training", "us-west-2", "bf16", "p6-b300.48xlarge"),
+    ("g7e.2xlarge", "inference", "us-east-1", "bf16", "ml.g7e.2xlarge"),
+    ("g7e.48xlarge", "training", "us-east-1", "bf16", "g7e.48xlarge"),
+])
+def test_each_priced_new_type_deploys_under_mocks(instance_type, kind, region, precision, expected):
+    """g6f is left out: SageMaker has no ml.g6f and this program serves on SageMaker only; trn2 and the
+    UltraServers carry no price, so nothing plans onto them without a catalog overlay."""
+    assert expected in _deploy(instance_type, kind, region, precision)
