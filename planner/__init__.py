@@ -18,7 +18,7 @@ __all__ = ["InfeasibleError", "Plan", "PlanSet", "SpecError", "Workload", "Workl
 # Loaded on first use, not at `import planner`: `gpuplan --help` needs none of them, and pydantic models
 # plus the search modules are most of a plan's start-up (issue 29).
 _LAZY = {"Plan": "planner.plan", "PlanSet": "planner.plan", "Workload": "planner.spec",
-         "WorkloadFile": "planner.spec", "load_workloads": "planner.spec"}
+         "WorkloadFile": "planner.spec", "load_workloads": "planner.spec", "plan_workload": "planner.search"}
 
 
 def __getattr__(name: str):
