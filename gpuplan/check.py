@@ -93,10 +93,9 @@ def validate_deployments(path: str | Path, spec: WorkloadFile) -> dict:
     """A stack file's gpuplan:deployments, read as the program reads them, so `plan`, `cost` and
     `preflight` refuse a wrongly typed setting as `pulumi up` would (SpecError naming the key as
     written). Workload name → Deployment; empty for a workload file."""
-    from components.config import read_deployments, read_stack_settings
-
     if spec.stack_config is None:
         return {}
+    from components.config import read_deployments, read_stack_settings  # a stack file only: start-up
     try:
         read_stack_settings(spec.stack_config)
         return read_deployments(spec.stack_config.get("gpuplan:deployments"), [w.name for w in spec.workloads])

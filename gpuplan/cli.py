@@ -82,11 +82,13 @@ CalibrationOpt = typer.Option(None, "--calibration", help="Calibration file from
 
 def calibration_of(spec, path: Optional[Path], file: Path):
     """--calibration, else gpuplan:calibration (relative to the stack file), loaded; None when neither."""
-    from planner.calibration import load
-
     if path is None and (spec.stack_config or {}).get("gpuplan:calibration"):
         path = file.parent / str(spec.stack_config["gpuplan:calibration"])
-    return load(path) if path else None
+    if not path:
+        return None
+    from planner.calibration import load  # only when one applies: start-up (issue 29)
+
+    return load(path)
 
 
 def calibrated(plans, spec, path: Optional[Path], file: Path):
@@ -246,7 +248,10 @@ def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAM
                               for w in head_spec.workloads if w.name in moved]
         return diff
 
-    diff = guarded(build)
+    from planner import shared_searches
+
+    with shared_searches():  # base and head share their unchanged workloads' searches, and the check its plans
+        diff = guarded(build)
     if skip_no_diff and not diff.changed:
         return
     from gpuplan import cost_comment
@@ -540,7 +545,26 @@ def schema(name: SchemaName = typer.Argument(..., help="workloads, stack, overla
 
 
 def main() -> None:
-    app()
+    """The console entry point. Once the Pulumi runtime has run (check, cost), the interpreter's own
+    teardown of its gRPC and asyncio threads takes longer than the command (~0.6 s of a ~1 s check,
+    issue 29) and has nothing left to do for us: the output is flushed, files were written and closed
+    by then, so exit at once with the command's code."""
+    try:
+        app()
+    except SystemExit as exc:
+        if "pulumi.runtime" not in sys.modules:
+            raise
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, (int, type(None))):
+            sys.stderr.write(f"{exc.code}\n")
+        import os
+
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except OSError:  # a reader that closed the pipe early (| head) gets no more
+            code = code or 1
+        os._exit(code)
 
 
 if __name__ == "__main__":

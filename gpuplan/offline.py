@@ -14,6 +14,9 @@ PLACEHOLDER_AMI = "ami-00000000000000000"
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker for a secret value on the wire
 PLACEHOLDER_ACCOUNT = "123456789012"
 OFFLINE_REGION = "us-east-1"
+# The pulumi_aws services components/ create resources in, loaded file by file offline (gpuplan/slim_aws.py);
+# a service missing here is only loaded whole, slower.
+PROGRAM_SERVICES = ("ec2", "sagemaker", "iam", "fsx", "autoscaling", "appautoscaling", "ssm", "secretsmanager")
 
 
 @dataclass
@@ -100,6 +103,9 @@ class _ParentMonitor(MockMonitor):
 def synthesize(config: dict, preview: bool = False, project: str = "gpuplan") -> Recorder:
     """Run components.program.main() with `config` ({"ns:key": value}); values are handed over as the
     engine hands them, JSON strings for structured ones. pulumi.RunError carries a config problem."""
+    from gpuplan.slim_aws import install
+
+    install(PROGRAM_SERVICES)  # before the components first read pulumi_aws.<service>
     from components.program import main
 
     recorder = Recorder(preview=preview)

@@ -4,20 +4,35 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
-from planner import catalog as catalog_mod
 from planner.errors import InfeasibleError, SpecError
-from planner.plan import Plan, PlanSet
-from planner.regions import check_region
-from planner.search import plan_workload
-from planner.spec import Workload, WorkloadFile, load_workloads
+
+if TYPE_CHECKING:
+    from planner.plan import Plan, PlanSet
+    from planner.spec import Workload, WorkloadFile
 
 __all__ = ["InfeasibleError", "Plan", "PlanSet", "SpecError", "Workload", "WorkloadFile", "load_workloads",
            "plan_file", "plan_workloads"]
 
+# Loaded on first use, not at `import planner`: `gpuplan --help` needs none of them, and pydantic models
+# plus the search modules are most of a plan's start-up (issue 29).
+_LAZY = {"Plan": "planner.plan", "PlanSet": "planner.plan", "Workload": "planner.spec",
+         "WorkloadFile": "planner.spec", "load_workloads": "planner.spec", "plan_workload": "planner.search"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'planner' has no attribute {name!r}")
+
 
 def _selected(spec: WorkloadFile, catalog_path, region, only):
+    from planner import catalog as catalog_mod
+    from planner.regions import check_region
+
     path = catalog_path or spec.catalog
     catalog = catalog_mod.load(path)
     workloads = spec.workloads
@@ -61,6 +76,9 @@ def plan_workloads(spec: WorkloadFile, catalog_path: str | Path | None = None, r
     """Plan every workload (or the one named `only`); the spec's `catalog:` applies unless overridden.
     Workloads that differ only in name share one search (a fleet of identical endpoints is common);
     `progress(done, total)` is told after each."""
+    from planner.plan import PlanSet
+    from planner.search import plan_workload
+
     path, catalog, workloads = _selected(spec, catalog_path, region, only)
     plans: list[Plan] = []
     searched: dict[tuple[str, str], Plan] = _shared if _shared is not None else {}
@@ -80,6 +98,7 @@ def frontier_file(path: str | Path, catalog_path: str | Path | None = None, regi
     """The cost–latency frontier of every workload in the file (or the one named `only`); `correct`
     (Plan → Plan, a calibration) is applied to every point."""
     from planner.frontier import frontier
+    from planner.spec import load_workloads
 
     _, catalog, workloads = _selected(load_workloads(path), catalog_path, region, only)
     return [frontier(w, catalog, correct) for w in workloads]
@@ -87,4 +106,6 @@ def frontier_file(path: str | Path, catalog_path: str | Path | None = None, regi
 
 def plan_file(path: str | Path, catalog_path: str | Path | None = None, region: str | None = None,
               only: str | None = None) -> PlanSet:
+    from planner.spec import load_workloads
+
     return plan_workloads(load_workloads(path), catalog_path, region, only)

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import statistics
 from functools import cache, cached_property
-from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from planner.bounds import (ACCELERATORS_PER_NODE, CAPEX_USD, DEVICE_MEMORY_MIB, INTER_NODE_GBPS, INTRA_NODE_GB_S,
                             MEMORY_BANDWIDTH_GB_S, NETWORK_CARDS, NEURON_CORES, NODE_MEMORY_GIB, OPEX_USD_PER_YEAR,
@@ -17,7 +16,6 @@ from planner.bounds import (ACCELERATORS_PER_NODE, CAPEX_USD, DEVICE_MEMORY_MIB,
 from planner.errors import SpecError, field_path, shown
 from planner.strict import StrictModel
 from planner.units import MIB
-from planner.yamlsafe import load_text
 
 
 # The tensor precisions a datasheet quotes dense peak TFLOP/s for; a key outside these is a typo.
@@ -301,8 +299,9 @@ class Overlay(BaseModel):
 
 @cache
 def bundled() -> Catalog:
-    text = resources.files("planner.data").joinpath("catalog.yaml").read_text()
-    return _validated(Catalog, load_text(text, bundled=True), "planner/data/catalog.yaml")
+    from planner.bundled import load as load_bundled  # compiled JSON while current (planner/bundled.py)
+
+    return _validated(Catalog, load_bundled("catalog"), "planner/data/catalog.yaml")
 
 
 def with_overlay(base: Catalog, overlay_data: object, file: str) -> Catalog:

@@ -4,14 +4,13 @@ components write these names from a plan, and the policy pack reads them back as
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
-
-from planner.yamlsafe import load_text
 
 
 @cache
 def engine_table() -> dict:
-    return load_text(resources.files("planner.data").joinpath("engine-options.yaml").read_text(), bundled=True)
+    from planner.bundled import load  # compiled JSON while current (planner/bundled.py)
+
+    return load("engine-options")
 
 
 def quantize_precision(value: str) -> str | None:

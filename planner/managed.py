@@ -4,16 +4,16 @@ cost per request each way at the spec's prompt and output lengths, and the traff
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
 
 from planner.plan import ManagedApi
 from planner.spec import Workload
-from planner.yamlsafe import load_text
 
 
 @cache
 def managed_prices() -> dict:
-    return load_text(resources.files("planner.data").joinpath("managed.yaml").read_text(), bundled=True)
+    from planner.bundled import load  # compiled JSON while current (planner/bundled.py)
+
+    return load("managed")
 
 
 def compare_managed(w: Workload, usd_per_hour: float, output_tokens_per_s: float) -> ManagedApi | None:

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from importlib import resources
 
 from pydantic import Field, model_validator
 
 from planner.strict import StrictModel
-from planner.yamlsafe import load_text
 
 
 class Architecture(StrictModel):
@@ -100,7 +98,9 @@ class Architecture(StrictModel):
 
 @cache
 def _models_document() -> dict:
-    return load_text(resources.files("planner.data").joinpath("models.yaml").read_text(), bundled=True)
+    from planner.bundled import load  # compiled JSON while current (planner/bundled.py)
+
+    return load("models")
 
 
 @cache

@@ -4,10 +4,6 @@ Each takes a PlanSet and returns text, so tests pin them with golden files."""
 from __future__ import annotations
 
 import io
-import json
-
-from rich.console import Console
-from rich.table import Table
 
 from planner.buying_report import managed_lines, markdown_sections, purchase_rows, rent_lines, storage_lines
 from planner.mdsafe import md_code, md_text
@@ -20,7 +16,9 @@ BAR_WIDTH = 40
 
 
 def render_json(plans: PlanSet) -> str:
-    return json.dumps(plans.model_dump(mode="json"), indent=2) + "\n"
+    """pydantic's own serialiser, the same bytes as json.dumps(model_dump(), indent=2) at a fifth of the
+    time and without the intermediate dicts (5,000 plans: 4.3 s → 0.9 s on 2 shared cores, issue 29)."""
+    return plans.model_dump_json(indent=2, ensure_ascii=True) + "\n"
 
 
 def gib(value: float) -> str:
@@ -139,6 +137,9 @@ def render_markdown(plans: PlanSet) -> str:
 
 
 def render_table(plans: PlanSet, width: int = 120) -> str:
+    from rich.console import Console  # only tables need rich; JSON and markdown start faster without it
+    from rich.table import Table
+
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, force_terminal=False, color_system=None)
     for p in plans.plans:

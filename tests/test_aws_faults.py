@@ -65,6 +65,12 @@ def test_a_dead_endpoint_fails_within_the_budget_with_one_line(monkeypatch, tmp_
                        "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
+    # The same retry budget with a 0.2 s read timeout: the path (three attempts, each ending in a
+    # ReadTimeoutError, then the source marked down) is the one a 6 s timeout takes, without idling
+    # 18 s; test_every_client_carries_the_budget pins the real figures.
+    from botocore.config import Config
+
+    monkeypatch.setattr(aws.calls, "RETRIES", aws.calls.RETRIES.merge(Config(read_timeout=0.2)))
     out = tmp_path / "fresh.yaml"
     result, elapsed = refresh(out)
     assert elapsed < BUDGET_S, elapsed
@@ -72,6 +78,7 @@ def test_a_dead_endpoint_fails_within_the_budget_with_one_line(monkeypatch, tmp_
     assert "error: nothing refreshed: no AWS source answered; nothing written" in result.output
     assert "unknown: DescribeInstanceTypes: no answer (ReadTimeoutError" in result.output
     assert not out.exists()
+    assert fake.requests == aws.MAX_ATTEMPTS  # every attempt waited out its read timeout, then the source was down
 
 
 @pytest.mark.parametrize("fake, service, unknown, answered", [
