@@ -128,6 +128,7 @@ def apply(plan: Plan, cal: Calibration) -> Plan:
     Dependent figures (per replica, $/1M tokens, step time, time to train) move with their metric."""
     perf = plan.performance.model_dump()
     cost = plan.cost.model_dump()
+    band = perf.get("band") or {}
     notes: list[str] = []
     cap = speedup_cap(plan)
     for metric, (field, faster_is_larger) in METRICS.items():
@@ -138,25 +139,50 @@ def apply(plan: Plan, cal: Calibration) -> Plan:
         capped = speedup > cap
         speedup = min(speedup, cap)
         scale = speedup if faster_is_larger else 1 / speedup
-        perf[field] *= scale
+        moved = {field: scale}
         if metric == "output_tokens_per_s":
-            perf["output_tokens_per_s_per_replica"] *= scale
+            moved["output_tokens_per_s_per_replica"] = scale
             if cost.get("usd_per_million_output_tokens") is not None:
                 cost["usd_per_million_output_tokens"] /= scale
         if metric == "training_tokens_per_s":
-            for dependent in ("step_time_s", "time_to_train_s", "wall_clock_s"):
-                if perf.get(dependent) is not None:
-                    perf[dependent] /= scale
-            for dependent in ("achieved_tflops_per_device", "model_flops_utilization"):
-                if perf.get(dependent) is not None:
-                    perf[dependent] *= scale
+            moved.update({dependent: 1 / scale for dependent in ("step_time_s", "time_to_train_s", "wall_clock_s")})
+            moved.update({dependent: scale for dependent in ("achieved_tflops_per_device", "model_flops_utilization")})
             if cost.get("usd_per_training_run") is not None:
                 cost["usd_per_training_run"] /= scale
+        for name, by in moved.items():
+            if perf.get(name) is not None:
+                band_before = band.get(name)
+                perf[name] *= by
+                if band_before is not None:
+                    band[name] = calibrated_band(name, perf[name], by, band_before, found, cap)
         notes.append(note(metric, perf[field], scale, found, capped))
     if not notes:
         return plan
     return plan.model_copy(update={"performance": plan.performance.model_validate(perf),
                                    "cost": plan.cost.model_validate(cost), "warnings": [*plan.warnings, *notes]})
+
+
+# Two-sided 80% interval of a normal distribution: ±1.2816 standard deviations (in log space here).
+Z_80 = 1.2816
+
+
+def calibrated_band(name: str, value: float, scale: float, band: list[float], f: Factor,
+                    cap: float) -> list[float]:
+    """The 80% band of a calibrated figure. From two or more results it narrows to the calibration's own
+    spread (geometric standard deviation, so value ÷ spread^z … value × spread^z); a single result says
+    nothing of spread, so the estimator's band only moves with the factor. Either way no edge passes the
+    physical roof: a figure that grows with speed (throughput) at most `cap` × the uncorrected estimate,
+    one that shrinks (a time) at least the uncorrected estimate ÷ `cap`."""
+    if len(f.results) >= 2:
+        low, high = value / f.spread ** Z_80, value * f.spread ** Z_80
+    else:
+        low, high = band[0] * scale, band[1] * scale
+    estimate = value / scale
+    if not (name.endswith("_s") and not name.endswith("per_s")):  # a rate or a share: grows with speed
+        high = min(high, estimate * cap)
+    else:
+        low = max(low, estimate / cap)
+    return [low, high]
 
 
 def shown(metric: str, value: float) -> str:

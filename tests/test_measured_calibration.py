@@ -206,3 +206,38 @@ def test_observe_endpoint_name_matches_the_component():
 
     assert endpoint_name("chat-8b", "g6e.xlarge") == component_name("chat-8b", "g6e.xlarge")
     assert endpoint_name("x" * 70, "p5.48xlarge") == component_name("x" * 70, "p5.48xlarge")
+
+
+def test_a_calibrated_band_narrows_to_the_calibrations_spread(tmp_path):
+    """Issue 26: with several results the 80% band is the calibration's own (value ÷ g^1.2816 … value ×
+    g^1.2816, g the geometric SD of the ratios); with one it keeps the estimator's width, moved by the factor."""
+    base = predicted().performance
+    files = [vllm_result(tmp_path, base.output_tokens_per_s * r, base.inter_token_latency_s, base.time_to_first_token_s,
+                         f"r{i}.json") for i, r in enumerate((0.70, 0.75, 0.80))]
+    out = tmp_path / "c.yaml"
+    assert runner.invoke(app, ["calibrate", *map(str, files), "--instance-type", "g6e.xlarge", "--tensor-parallel", "1",
+                               "--out", str(out)]).exit_code == 0
+    cal = load(out)
+    g = cal.find("L40S", "vllm", "output_tokens_per_s").spread
+    after = apply(predicted(), cal).performance
+    low, high = after.band["output_tokens_per_s"]
+    assert (low, high) == pytest.approx((after.output_tokens_per_s / g ** 1.2816, after.output_tokens_per_s * g ** 1.2816))
+    assert high / low < base.band["output_tokens_per_s"][1] / base.band["output_tokens_per_s"][0]  # narrower
+    assert after.band["output_tokens_per_s_per_replica"] == pytest.approx([low, high])
+
+    one = tmp_path / "one.yaml"
+    assert runner.invoke(app, ["calibrate", str(files[1]), "--instance-type", "g6e.xlarge", "--tensor-parallel", "1",
+                               "--out", str(one)]).exit_code == 0
+    moved = apply(predicted(), load(one)).performance
+    assert moved.band["output_tokens_per_s"] == pytest.approx([edge * 0.75 for edge in base.band["output_tokens_per_s"]])
+
+
+def test_a_calibrated_band_never_passes_the_roof(tmp_path):
+    base = predicted().performance
+    result = vllm_result(tmp_path, base.output_tokens_per_s * 5, base.inter_token_latency_s / 5, base.time_to_first_token_s)
+    out = tmp_path / "c.yaml"
+    assert runner.invoke(app, ["calibrate", str(result), "--instance-type", "g6e.xlarge", "--tensor-parallel", "1",
+                               "--out", str(out)]).exit_code == 0
+    after = apply(predicted(), load(out)).performance
+    assert after.band["output_tokens_per_s"][1] <= after.output_tokens_per_s * (1 + 1e-9)  # the capped figure is the roof
+    assert after.band["inter_token_latency_s"][0] >= after.inter_token_latency_s * (1 - 1e-9)
