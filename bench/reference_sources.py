@@ -70,19 +70,27 @@ def why_not(row: dict, catalog: Catalog) -> str | None:
     return None
 
 
-def predict(catalog: Catalog, row: dict):
-    arch = _architecture(row)
+def training_inputs(catalog: Catalog, row: dict) -> dict:
+    """What one published training row states, in the planner's terms: architecture, node and device,
+    precision, setup and layout (shared by the throughput and the peak-memory comparisons)."""
     itype = catalog.instance(INSTANCE_FOR[row["accelerator"]])
-    accel = catalog.accelerator(itype.accelerator)
     precision = row["precision"] if row["precision"] in ("bf16", "fp8", "fp16") else "bf16"
-    setup = TrainingSetup(row.get("method", "full"), precision, "adamw", "auto", row.get("lora_rank") or 16, row["seq"])
     mb, dp = row["micro_batch"], row["dp"]
-    microbatches = max(1, (row.get("global_batch") or dp * mb) // (dp * mb))
-    ckpt = CHECKPOINTING.get(str(row.get("checkpointing")), "selective")
-    zero = row.get("zero") or 0
-    layout = TrainingLayout(row["tp"], row["pp"], dp, zero, mb, microbatches, ckpt)
+    return {"arch": _architecture(row), "itype": itype, "accel": catalog.accelerator(itype.accelerator),
+            "precision": precision, "mb": mb, "dp": dp, "zero": row.get("zero") or 0,
+            "setup": TrainingSetup(row.get("method", "full"), precision, "adamw", "auto", row.get("lora_rank") or 16,
+                                   row["seq"]),
+            "microbatches": max(1, (row.get("global_batch") or dp * mb) // (dp * mb)),
+            "checkpointing": CHECKPOINTING.get(str(row.get("checkpointing")), "selective")}
+
+
+def predict(catalog: Catalog, row: dict):
+    t = training_inputs(catalog, row)
+    arch, accel, setup, dp, zero = t["arch"], t["accel"], t["setup"], t["dp"], t["zero"]
+    layout = TrainingLayout(row["tp"], row["pp"], dp, zero, t["mb"], t["microbatches"], t["checkpointing"])
     state = sum(training_model_states(arch, setup, row["tp"], row["pp"], dp, zero))
-    return arch, accel, training_step(arch, itype, accel, precision, row["seq"], layout, state, training_work(arch, setup))
+    return arch, accel, training_step(arch, t["itype"], accel, t["precision"], row["seq"], layout, state,
+                                      training_work(arch, setup))
 
 
 def measured_tflops(r: dict, arch: Architecture, accel) -> float:
@@ -215,16 +223,9 @@ def memory_rows(catalog: Catalog, row_type):
             reason = why_not(r, catalog)
             if reason and reason != "no throughput published":
                 continue
-            arch = _architecture(r)
-            itype = catalog.instance(INSTANCE_FOR[r["accelerator"]])
-            accel = catalog.accelerator(itype.accelerator)
-            precision = r["precision"] if r["precision"] in ("bf16", "fp8", "fp16") else "bf16"
-            setup = TrainingSetup(r.get("method", "full"), precision, "adamw", "auto", r.get("lora_rank") or 16, r["seq"])
-            mb, dp = r["micro_batch"], r["dp"]
-            microbatches = max(1, (r.get("global_batch") or dp * mb) // (dp * mb))
-            need = training_memory(arch, setup, r["tp"], r["pp"], dp, r.get("zero") or 0, mb, microbatches,
-                                   CHECKPOINTING.get(str(r.get("checkpointing")), "selective"),
-                                   accel.supports.flash_attention).total
-            setup_text = f"{r.get('model') or 'custom'} {r['accelerator']}×{r['gpus']} {r.get('method', 'full')} mb{mb} s{r['seq']}"
+            t = training_inputs(catalog, r)
+            need = training_memory(t["arch"], t["setup"], r["tp"], r["pp"], t["dp"], t["zero"], t["mb"],
+                                   t["microbatches"], t["checkpointing"], t["accel"].supports.flash_attention).total
+            setup_text = f"{r.get('model') or 'custom'} {r['accelerator']}×{r['gpus']} {r.get('method', 'full')} mb{t['mb']} s{r['seq']}"
             out.append(row_type(r["id"], "training peak memory", source_id, setup_text, need / 2**30, r["peak_memory_gib"]))
     return out

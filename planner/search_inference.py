@@ -10,7 +10,6 @@ idle); PP across nodes is for EC2 only, on full nodes joined by an inter-node ne
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, replace
 
@@ -124,7 +123,7 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
                                         s.max_context_tokens, neuron, ep)
                 draft_weights, draft_kv = draft_memory_bytes(speculation, w.precision, s.kv_cache_precision, tp,
                                                              spread_at(n).peak, s.max_context_tokens)
-                return dataclasses.replace(base, weights=base.weights + draft_weights, kv_cache=base.kv_cache + draft_kv)
+                return replace(base, weights=base.weights + draft_weights, kv_cache=base.kv_cache + draft_kv)
 
             def fits_one_sequence() -> bool:
                 """More nodes help memory only if a replica holding one sequence fits."""

@@ -225,7 +225,7 @@ class Workload(_Section):
             raise ValueError(f"serving.speculative_draft: {draft} has vocabulary {presets()[draft].vocab_size:,}, the model "
                              f"{self.model._resolved.vocab_size:,}; a draft must share the target's tokenizer")
         if self.layout.expert_parallel and not self.model._resolved.is_moe:
-            raise ValueError(f"layout.expert_parallel applies to MoE models (experts > 1); this model is dense")
+            raise ValueError("layout.expert_parallel applies to MoE models (experts > 1); this model is dense")
         if self.kind == "inference":
             if self.training is not None:
                 raise ValueError("training: is only for kind training or fine-tuning (this workload is inference)")

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from policies.fit import Finding
 from policies.ingress import ingress_cidrs, public_reach, too_wide
 from policies.resources import (ATTACHMENTS, EBS_VOLUME, IAM_POLICY, INSTANCE, LAUNCH_CONFIGURATION,
-                                LAUNCH_TEMPLATE, NATIVE_LAUNCH_TEMPLATE, ROLE, ROLE_POLICY, SECURITY_GROUP,
-                                SG_INGRESS_RULE, SG_RULE, SPOT_REQUEST, GROUP_POLICY, USER_POLICY, Resource,
+                                LAUNCH_TEMPLATE, NATIVE_LAUNCH_TEMPLATE, ROLE, ROLE_POLICY,
+                                SPOT_REQUEST, GROUP_POLICY, USER_POLICY, Resource,
                                 instance_slots, is_accelerated, tags_of)
 
 # AWS managed policies that grant whole services or everything (IAM User Guide, "AWS managed

@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 from gpuplan.cli import app
 from planner.catalog import bundled
 from planner.presets import preset_sizing_model_id
-from policies.resources import Resource
 from policies.rules import evaluate
 from tests.conftest import ROOT, write_yaml
 from tests.test_policies import example_config, named, stack as BASE_STACK, validate_stack
