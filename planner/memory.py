@@ -22,6 +22,11 @@ NCCL_BUFFER_BYTES = 0.5 * GIB
 PREFILL_CHUNK_TOKENS = 8192
 ACTIVATION_BYTES = 2  # bf16/fp16 activations
 LOGIT_BYTES = 4  # logits are upcast to fp32 for sampling and for the loss
+# Training holds the fp32 logits for the loss and, at the start of backward, their fp32 gradient
+# beside them: 2 × 4 B per token per vocabulary entry (Wijmans et al. 2024, "Cut Your Losses",
+# arXiv 2411.09009 §1). Checked on torchtune's table: chunking the cross-entropy freed 8.1 GiB on
+# 2 × 4,096 tokens × 128,256 entries, 8.3 B each (bench/data/reference/torchtune-readme-memory-speed.yaml).
+TRAINING_LOGIT_BYTES = 2 * LOGIT_BYTES
 
 
 @dataclass(frozen=True)
@@ -142,13 +147,27 @@ def activation_bytes_per_layer(seq: int, micro_batch: int, arch: Architecture, t
 
     none: sbh(34/t + 5as/(ht)); selective: sbh(34/t); full: 2sbh/t (the layer input only).
     FlashAttention never stores the s×s scores, which removes the 5as/h term as selective recompute does.
+    op: per-operator checkpointing (op_activation_bytes_per_layer).
     """
     sbh = seq * micro_batch * arch.hidden_size
     if checkpointing == "full":
         return 2 * sbh / tp
+    if checkpointing == "op":
+        return op_activation_bytes_per_layer(seq, micro_batch, arch, tp)
     score_term = 0.0 if (checkpointing == "selective" or flash_attention) else \
         5 * arch.attention_heads * seq / (arch.hidden_size * tp)
     return sbh * (34 / tp + score_term)
+
+
+def op_activation_bytes_per_layer(seq: int, micro_batch: int, arch: Architecture, tp: int) -> float:
+    """Per-operator selective checkpointing (torchtitan's `selective_ac_option: op`,
+    torchtitan/models/llama3/infra/parallelize.py `_save_list`): a layer keeps its input, the
+    attention output (with its log-sum-exp, negligible) and the output of every other matmul in
+    forward order (wq, wv, w1, w2 of wq wk wv wo w1 w3 w2); the rest is recomputed in backward.
+    Bytes: 2 × s·b × (h input + h attention + h wq + kv·d wv + f w1 + h w2) / t."""
+    kv_width = arch.kv_heads * arch.head_dim
+    width = 4 * arch.hidden_size + kv_width + arch.ffn_hidden_size
+    return ACTIVATION_BYTES * seq * micro_batch * width / tp
 
 
 def optimizer_state_bytes(optimizer: str, mixed_precision: bool) -> float:
@@ -184,6 +203,20 @@ class TrainingSetup:
     grad_precision: str
     lora_rank: int
     seq: int
+    # How full training keeps its model states (STATE_BYTES); "mixed" is Megatron / DeepSpeed's.
+    states: str = "mixed"
+    # Optimizer states (and the gradients an optimizer step in backward frees) live in host memory:
+    # ZeRO-Offload (Ren et al. 2021, arXiv 2101.06840) / FSDP CPUOffload (torchtune fsdp_cpu_offload).
+    offload_optimizer: bool = False
+
+
+# Bytes per parameter (weights, gradients, optimizer) for full training, by how states are kept:
+# mixed: 16-bit weights, gradients per gradient_bytes, fp32 master + moments (Megatron, DeepSpeed);
+# fp32-sharded: FSDP2 mixed precision keeps the sharded parameters in fp32 (the master copy; 16-bit
+#   only while gathered), fp32 reduce-scattered gradients and fp32 moments (torchtitan, PyTorch
+#   FSDP MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32));
+# bf16: pure bf16 weights, gradients and moments, no master copy (torchtune, LitGPT bf16-true).
+STATE_BYTES = {"fp32-sharded": (4.0, 4.0, 8.0), "bf16": (2.0, 2.0, 4.0)}
 
 
 def base_weight_bytes(arch: Architecture, setup: TrainingSetup) -> float:
@@ -219,9 +252,12 @@ def training_model_states(arch: Architecture, setup: TrainingSetup, tp: int, pp:
     shard = tp * pp
     mixed = setup.precision != "fp32"
     if setup.method == "full":
-        return zero_model_states(arch.params / shard, dp, zero, weight_bytes_per_param(setup),
-                                 gradient_bytes(setup.precision, setup.grad_precision),
-                                 optimizer_state_bytes(setup.optimizer, mixed))
+        w_b, g_b, o_b = STATE_BYTES.get(setup.states) or (weight_bytes_per_param(setup),
+                                                          gradient_bytes(setup.precision, setup.grad_precision),
+                                                          optimizer_state_bytes(setup.optimizer, mixed))
+        if setup.offload_optimizer:
+            g_b, o_b = 0.0, 0.0
+        return zero_model_states(arch.params / shard, dp, zero, w_b, g_b, o_b)
     # LoRA / QLoRA: the frozen base has no gradients or optimizer state; adapters train in fp32.
     base = base_weight_bytes(arch, setup) / shard
     adapters = lora_params(arch, setup.lora_rank) / shard
@@ -250,6 +286,6 @@ def training_memory(arch: Architecture, setup: TrainingSetup, tp: int, pp: int, 
         activations *= 1 + (pp - 1) / (pp * virtual_stages)
     if checkpointing == "full":  # one layer's full working set during its recomputation
         activations += activation_bytes_per_layer(setup.seq, micro_batch, arch, tp, "none", flash_attention)
-    logits = setup.seq * micro_batch * arch.vocab_size / tp * LOGIT_BYTES
+    logits = setup.seq * micro_batch * arch.vocab_size / tp * TRAINING_LOGIT_BYTES
     return MemoryBreakdown(weights=weights, activations=activations + logits, gradients=grads,
                            optimizer=optimizer, overhead=runtime_overhead_bytes(tp * pp * dp, neuron))

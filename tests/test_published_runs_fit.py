@@ -1,0 +1,59 @@
+"""No published run is refused (issue 25): every training and serving row of the reference data,
+pinned to its published hardware and layout, fits the device memory the planner allows
+(constraints.memory_headroom's default), as its code base keeps memory (bench/reference_sources.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import reference_sources as rs
+from planner.catalog import bundled
+from planner.memory import inference_memory
+from planner.spec import Constraints
+
+CATALOG = bundled()
+HEADROOM = Constraints.model_fields["memory_headroom"].default
+
+
+def _training_rows() -> list[dict]:
+    return [r for data in rs.sources().values() for r in data["rows"]
+            if "seq" in r and not r.get("oom") and rs.why_not(r, CATALOG) is None]
+
+
+def _serving_rows() -> list[dict]:
+    return [r for data in rs.sources().values() for r in data["rows"]
+            if "prompt_tokens" in r and rs.serving_why_not(r) is None]
+
+
+def test_the_reference_data_has_rows_to_check():
+    assert len(_training_rows()) >= 70 and len(_serving_rows()) >= 100
+
+
+@pytest.mark.parametrize("row", _training_rows(), ids=lambda r: r["id"])
+def test_published_training_run_fits(row):
+    t = rs.memory_inputs(CATALOG, row)
+    usable = t["accel"].memory_bytes * (1 - HEADROOM)
+    assert rs.peak_memory_bytes(CATALOG, row) <= usable
+
+
+@pytest.mark.parametrize("row", _serving_rows(), ids=lambda r: r["id"])
+def test_published_serving_replica_holds_a_request(row):
+    """A replica at the published TP holds its weights and one request's whole context (the planner
+    then sizes how many run at once, fits_one_sequence in planner/search_inference.py)."""
+    arch = rs._architecture(row)
+    itype = CATALOG.instance(rs.INSTANCE_FOR[row["accelerator"]])
+    accel = CATALOG.accelerator(itype.accelerator)
+    kv = "fp8" if str(row.get("kv_precision")).startswith("fp8") else "bf16"
+    need = inference_memory(arch, rs._weights(str(row["precision"])), kv, row["tp"], 1, 1,
+                            row["prompt_tokens"] + row["output_tokens"], accel.is_neuron).total
+    assert need <= accel.memory_bytes * (1 - HEADROOM)
+
+
+def test_the_quoted_fsdp_and_megatron_runs_fit_as_their_code_bases_keep_memory():
+    """Refused before: 34B FSDP on 128 A100 (fms-fsdp's block-level "selective" checkpointing) and
+    GPT-3 175B at TP 4 × PP 8 on H100 (NeMo's distributed optimizer) needed 114.8 and 114.3 GiB."""
+    rows = {r["id"]: r for r in _training_rows()}
+    fms = rs.peak_memory_bytes(CATALOG, rows["fms-fsdp-34b-a100-128gpu"]) / 2**30
+    nemo = rs.peak_memory_bytes(CATALOG, rows["dgxc-v2411-gpt3-175b-bf16-128gpu"]) / 2**30
+    assert fms == pytest.approx(21.4, abs=0.1)
+    assert nemo == pytest.approx(68.7, abs=0.1)
