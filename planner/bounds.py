@@ -50,3 +50,9 @@ USD_PER_HOUR = bounded(0.000001, 10_000, "USD/h")
 # A GB200 NVL72 rack sells for about $3M; $100M per node is far past any node.
 CAPEX_USD = bounded(1, 100_000_000, "USD")
 OPEX_USD_PER_YEAR = bounded(0, 100_000_000, "USD/year")
+# Sustained tensor clock over the boost clock the datasheet peak is quoted at: a part that holds less
+# (power-capped, air-cooled, the H100 NVL / 96 GB PCIe variants) runs proportionally fewer FLOP/s; a
+# tenth of boost is far below any shipping part's base clock (H100 SXM: 1,590 of 1,980 MHz).
+CLOCK_RATIO = bounded(0.1, 1.0)
+# Board power: B300 1,400 W (NVIDIA HGX B300 datasheet); 3,000 W leaves room for the next generation.
+BOARD_POWER_W = bounded(10, 3_000, "W")

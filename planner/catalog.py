@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from planner.bounds import (ACCELERATORS_PER_NODE, CAPEX_USD, DEVICE_MEMORY_MIB, INTER_NODE_GBPS, INTRA_NODE_GB_S,
                             MEMORY_BANDWIDTH_GB_S, NETWORK_CARDS, NEURON_CORES, NODE_MEMORY_GIB, OPEX_USD_PER_YEAR,
-                            TFLOPS, USD_PER_HOUR, VCPUS)
+                            TFLOPS, USD_PER_HOUR, VCPUS, BOARD_POWER_W, CLOCK_RATIO)
 from planner.errors import SpecError, field_path, shown
 from planner.strict import StrictModel
 from planner.units import MIB
@@ -43,8 +43,24 @@ class Accelerator(StrictModel):
     neuron_generation: str | None = None
     neuron_cores: NEURON_CORES = 1
     supports: Supports = Field(default_factory=Supports)
+    # A variant of a datasheet part (planner/clocks.py): the sustained tensor clock over the boost
+    # clock, and/or a power limit below the board power the datasheet peak was quoted at.
+    sustained_clock_ratio: CLOCK_RATIO | None = None
+    power_limit_w: BOARD_POWER_W | None = None
+    board_power_w: BOARD_POWER_W | None = None
     source: str = ""
     source_date: str = ""
+
+    @model_validator(mode="after")
+    def _power_limit_below_board_power(self) -> "Accelerator":
+        if self.power_limit_w is not None:
+            if self.board_power_w is None:
+                raise ValueError("power_limit_w needs board_power_w: the board power (W) the datasheet's "
+                                 "tflops are quoted at")
+            if self.power_limit_w > self.board_power_w:
+                raise ValueError(f"power_limit_w ({self.power_limit_w:g} W) must be at most board_power_w "
+                                 f"({self.board_power_w:g} W)")
+        return self
 
     @model_validator(mode="after")
     def _rates_for_what_it_supports(self) -> "Accelerator":
@@ -90,7 +106,10 @@ class Accelerator(StrictModel):
     def peak_flops(self, precision: str) -> float | None:
         """Dense peak FLOP/s at a tensor precision; None where the hardware lacks it."""
         tflops = self.tflops.get(precision)
-        return None if tflops is None else tflops * 1e12
+        if tflops is None:
+            return None
+        from planner.clocks import sustained_clock_fraction
+        return tflops * 1e12 * sustained_clock_fraction(self.sustained_clock_ratio, self.power_limit_w, self.board_power_w)
 
 
 class Provenance(StrictModel):
