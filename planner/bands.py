@@ -71,6 +71,16 @@ def memory_band(platform: str, required_bytes: float) -> dict[str, list[float]]:
     return {"required_bytes": _edge(required_bytes, q, "direct")} if q else {}
 
 
+def memory_fit_factor(platform: str, confidence: str) -> float:
+    """Multiplier on a training run's predicted per-device memory when checking that it fits: 1 for
+    `expected`; for `likely`, q90 of measured / predicted peaks (the band's high edge), never below
+    the estimate itself (a class whose runs all peaked lower is not a reason to pack tighter)."""
+    if confidence == "expected":
+        return 1.0
+    q = ratio_quantiles(platform, MEMORY_METRIC)
+    return max(1.0, q[1]) if q else 1.0
+
+
 def slow_factor(platform: str, metric: str, confidence: str) -> float:
     """Multiplier on a predicted time (or divisor of a throughput) at the band's slow edge:
     1 for `expected`; for `likely`, 1/q10 of a throughput class or q90 of a latency class."""

@@ -45,6 +45,8 @@ class PlanMemory(BaseModel):
     device_memory_bytes: float
     headroom_fraction: float
     band: dict[str, list[float]] = {}  # 80% interval of required_bytes from unseen sources' peaks (planner/bands.py)
+    # which edge the memory fit was checked at (constraints.confidence; training, planner/bands.py)
+    decided_at: str = "estimate"
 
 
 class PlanPerformance(BaseModel):

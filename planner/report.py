@@ -118,6 +118,8 @@ def render_markdown(plans: PlanSet) -> str:
         out += [f"| {part} | {p.memory.per_device_bytes[part] / GIB:.2f} |" for part in MEMORY_PARTS]
         out += [f"| **required** | **{p.memory.required_per_device_bytes / GIB:.2f}** |",
                 f"| usable (of {gib(p.memory.device_memory_bytes)}) | {p.memory.usable_per_device_bytes / GIB:.2f} |", ""]
+        if p.memory.decided_at != "estimate":
+            out += [f"Memory fit checked at the {p.memory.decided_at}.", ""]
         if p.alternatives:
             out += [f"| alternative | nodes | layout | {ranking_header(p)} | why not |", "|---|---:|---|---:|---|"]
             out += [f"| {md_text(a.instance_type)} | {a.nodes} | TP {a.tensor_parallel} × PP {a.pipeline_parallel} × DP "
@@ -158,6 +160,8 @@ def render_table(plans: PlanSet, width: int = 120) -> str:
                        f"{memory_bar(p)} of {gib(p.memory.device_memory_bytes)}")
         console.print(memory)
         console.print("  bar: W weights, K KV cache, A activations, G gradients, O optimizer, R runtime, · free")
+        if p.memory.decided_at != "estimate":
+            console.print(f"  memory fit checked at the {p.memory.decided_at}", highlight=False)
         if p.alternatives:
             alts = Table(box=None, pad_edge=False)
             for column in ("alternative", "nodes", "layout", ranking_header(p), "why not"):

@@ -4,7 +4,7 @@ is rejected with its reason. Nothing feasible raises InfeasibleError with the ne
 
 from __future__ import annotations
 
-from planner.bands import memory_band, performance_band
+from planner.bands import memory_band, memory_fit_factor, performance_band
 from planner.buying import purchase_reason, purchase_table, storage_section
 from planner.candidates import Candidate, Miss
 from planner.defaults import interactive_defaults
@@ -240,6 +240,8 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
                         usable_per_device_bytes=cand.usable_bytes, device_memory_bytes=accel.memory_bytes,
                         headroom_fraction=1 - required / accel.memory_bytes,
                         band=memory_band(platform, required) if w.kind != "inference" else {})
+    if w.kind != "inference" and memory_fit_factor(platform, w.constraints.confidence) > 1:
+        memory.decided_at = "high edge of the 80% band (confidence: likely)"
     warnings: list[str] = []
     if cand.price.estimated:
         # the source is on the plan's price line; said once
