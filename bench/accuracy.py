@@ -2,6 +2,8 @@
 
     python bench/accuracy.py                 # per row, then the table per platform and metric
     python bench/accuracy.py --write-bands   # ... and the plan's 80% bands (planner/bands.py)
+    python bench/accuracy.py --metric "training peak memory"   # one metric's rows only (no refit
+                                             # when no fitted constant enters it: peak memory)
 
 Each source (one paper, code base or vendor table) is predicted with the constants of
 planner/efficiency.py refitted by bench/calibrate.py on every OTHER source: a constant is never
@@ -115,10 +117,30 @@ def write_bands(rows: tuple[Row, ...]) -> None:
                     + yaml.safe_dump(body, sort_keys=False, allow_unicode=True))
 
 
+def _metric_filter() -> str | None:
+    """`--metric NAME`: one of METRICS, or None for all."""
+    if "--metric" not in sys.argv:
+        return None
+    index = sys.argv.index("--metric") + 1
+    name = sys.argv[index] if index < len(sys.argv) else ""
+    if name not in METRICS:
+        sys.exit(f"--metric: one of {', '.join(METRICS)} (got {name!r})")
+    return name
+
+
 def main() -> None:
     catalog = bundled()
-    fitted = {(r.source, r.id, r.metric): r for r in all_rows(catalog) + compared_without_constants(catalog)}
-    held = loso_rows()
+    only = _metric_filter()
+    if only is not None and "--write-bands" in sys.argv:
+        sys.exit("--write-bands needs every metric: drop --metric")
+    memory = compared_without_constants(catalog)
+    fitted = {(r.source, r.id, r.metric): r for r in (memory if only == "training peak memory" else
+                                                      all_rows(catalog) + memory)}
+    # peak memory has no fitted constant: its held-out rows are its in-sample rows, no refit needed
+    held = tuple(memory) if only == "training peak memory" else loso_rows()
+    if only is not None:
+        held = tuple(r for r in held if r.metric == only)
+        fitted = {k: r for k, r in fitted.items() if r.metric == only}
     print(f"  {'case':<34} {'source':<16} {'setup':<58} {'published':>10} {'LOSO':>8} {'in-sample':>10}")
     for r in held:
         f = fitted[(r.source, r.id, r.metric)]

@@ -7,7 +7,7 @@ import math
 from functools import cache
 
 from planner.bands import memory_fit_factor, slow_factor
-from planner.candidates import Candidate, Miss, gib, memory_miss, pinned_tp_miss, tensor_parallel_options
+from planner.candidates import Candidate, Miss, memory_miss, pinned_tp_miss, tensor_parallel_options
 from planner.catalog import Accelerator, InstanceType
 from planner.cost import HourlyPrice
 from planner.memory import TrainingSetup, training_memory
@@ -92,9 +92,9 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
     apn = itype.accelerators_per_node
     usable = accel.memory_bytes * (1 - c.memory_headroom)
     # constraints.confidence likely: the memory must fit at the high edge of memory.band
-    fit_usable = usable / memory_fit_factor("neuron" if accel.is_neuron else "gpu", c.confidence)
-    fit_edge = f" ({gib(usable - fit_usable)} kept for the 80% band's high edge, confidence: likely)" \
-        if fit_usable < usable else ""
+    grow = memory_fit_factor("neuron" if accel.is_neuron else "gpu", c.confidence)
+    fit_usable = usable / grow
+    fit_edge = f" (estimate × {grow:.2f}, the 80% band's high edge: confidence likely)" if grow > 1 else ""
     setup = TrainingSetup(t.method, w.precision, t.optimizer, t.grad_precision, t.lora_rank, t.sequence_length)
     seqs = global_batch_sequences(w)
     work = training_work(arch, setup)
@@ -161,7 +161,7 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
                     break
                 _, lean = memory(tp, pp, dp, max(zeros), min(mbs), ckpts[-1])
                 if lean.total > fit_usable:
-                    miss = memory_miss(itype, accel, fit_usable, lean.total,
+                    miss = memory_miss(itype, accel, usable, lean.total * grow,
                                        f"at {nodes} node(s), TP {tp} × PP {pp} × DP {dp}, ZeRO-{max(zeros)}, "
                                        f"micro-batch {min(mbs)}, {ckpts[-1]} recompute{fit_edge}").nearer(miss)
                     continue

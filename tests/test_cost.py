@@ -53,8 +53,9 @@ def test_changed_workload_numbers():
     assert data["policies"]["passed"] is True
     markdown = cost("head_changed.yaml").output
     # figures as in golden/cost_head_changed.md: the issue-25 refit and the `likely` edge moved the base's chat-70b
-    # to p5en.48xlarge × 1 ($59,456 serving); the head stays $101,880
-    assert markdown.startswith(MARKER + "\n### 💰 gpuplan: Serving +$42,424/month (+71.4%) · Training runs unchanged at $17")
+    # to p5en.48xlarge × 1 ($59,456 serving); the head stays $101,880. finetune-8b's LoRA needs 38 GiB of one
+    # L40S's 40 GiB usable: at the memory band's high edge it does not fit, so it runs on g6e.12xlarge ($24)
+    assert markdown.startswith(MARKER + "\n### 💰 gpuplan: Serving +$42,424/month (+71.4%) · Training runs unchanged at $24")
     assert "```mermaid\nxychart-beta" in markdown and "<details><summary>Full plans (head)</summary>" in markdown
 
 
@@ -69,7 +70,7 @@ def test_added_and_removed_are_marked():
 def test_no_change_and_skip_no_diff():
     unchanged = cost("base.yaml")
     # serving total as in golden/cost_head_unchanged.md (moved by the issue-25 refit and the `likely` edge)
-    assert "Cost unchanged: serving $59,456/month · training runs $17" in unchanged.output
+    assert "Cost unchanged: serving $59,456/month · training runs $24" in unchanged.output
     quiet = cost("base.yaml", "--skip-no-diff")
     assert quiet.exit_code == 0 and quiet.output == ""
     assert cost("head_changed.yaml", "--skip-no-diff").output.startswith(MARKER)

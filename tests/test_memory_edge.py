@@ -36,7 +36,9 @@ def test_fits_at_the_estimate_but_not_at_the_high_edge(catalog):
     assert expected.memory.decided_at == "estimate"
     with pytest.raises(InfeasibleError) as err:
         plan_workload(workload(**_spec("likely")), catalog)
-    assert "kept for the 80% band's high edge, confidence: likely" in str(err.value)
+    factor = memory_fit_factor("gpu", "likely")
+    assert f"needs {need * factor / 2**30:.1f} GiB per device" in str(err.value)
+    assert f"(estimate × {factor:.2f}, the 80% band's high edge: confidence likely)" in str(err.value)
 
 
 def test_likely_recomputes_to_fit_the_high_edge_and_says_so(catalog):
