@@ -58,3 +58,25 @@ def test_cli_exits_2_on_a_bad_power_limit(tmp_path):
     assert result.exit_code == 2
     assert "power_limit_w (900 W) must be at most board_power_w (700 W)" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_capped_part_trains_slower_and_never_above_its_own_peak():
+    """The same node with its GPUs capped at 350 of 700 W: the compute-bound training step slows by
+    about 1/0.794, and the achieved FLOP/s stay under the capped peak."""
+    from planner.memory import TrainingSetup
+    from planner.presets import presets
+    from planner.training_time import TrainingLayout, training_step, training_work
+
+    catalog = bundled()
+    itype = catalog.instance("p5.48xlarge")
+    full = catalog.accelerator(itype.accelerator)
+    capped = full.model_copy(update={"power_limit_w": 350.0, "board_power_w": 700.0})
+    arch = presets()["llama-3.1-8b"]
+    setup = TrainingSetup("full", "bf16", "adamw", "auto", 16, 4096)
+    layout = TrainingLayout(1, 1, 8, 3, 2, 16, "selective")
+    work = training_work(arch, setup)
+    fast = training_step(arch, itype, full, "bf16", 4096, layout, 0.0, work)
+    slow = training_step(arch, itype, capped, "bf16", 4096, layout, 0.0, work)
+    assert capped.peak_flops("bf16") / full.peak_flops("bf16") == pytest.approx(0.5 ** (1 / 3))
+    assert slow.tokens_per_s < fast.tokens_per_s
+    assert slow.achieved_tflops_per_device * 1e12 < capped.peak_flops("bf16")
