@@ -125,6 +125,24 @@ def peak_memory_bytes(catalog: Catalog, row: dict) -> float:
                            row.get("virtual_stages") or 1).total
 
 
+UNSTATED_RECOMPUTE = ("none", "selective", "full")  # planner/search_training.py CHECKPOINTING
+UNSTATED_MICRO_BATCHES = (1, 2, 4, 8, 16)  # planner/search_training.py MICRO_BATCHES
+
+
+def as_planned(row: dict) -> list[dict]:
+    """The row with what it leaves unstated filled in every way the planner's search would try: the
+    recompute mode (`activation_checkpointing: auto`) and, for a pipeline run with its global batch,
+    the micro-batch (any that splits the per-rank batch). A stated value is kept as published."""
+    recompute = [row.get("checkpointing")] if str(row.get("checkpointing")) in CHECKPOINTING else UNSTATED_RECOMPUTE
+    if isinstance(row.get("micro_batch"), int):
+        micro = [row["micro_batch"]]
+    elif isinstance(row.get("global_batch"), int) and isinstance(row.get("dp"), int):
+        micro = [mb for mb in UNSTATED_MICRO_BATCHES if row["global_batch"] % (row["dp"] * mb) == 0]
+    else:
+        micro = []
+    return [{**row, "checkpointing": ck, "micro_batch": mb} for ck in recompute for mb in micro]
+
+
 def predict(catalog: Catalog, row: dict):
     t = training_inputs(catalog, row)
     arch, accel, setup, dp, zero = t["arch"], t["accel"], t["setup"], t["dp"], t["zero"]
