@@ -69,6 +69,9 @@ def _type_gate(w: Workload, itype: InstanceType, catalog: Catalog, target: str) 
         engine = engine_for(w, accel.vendor)
         if (engine == "neuron") != accel.is_neuron:
             return Miss(f"engine {engine} does not run on {accel.name}")
+        if engine == "neuron" and w.precision == "int8":  # components/data/images.yaml: optimum-neuron's vLLM server
+            return Miss("the Neuron serving container (vLLM on optimum-neuron / NxD Inference) has no int8 weight "
+                        "setting; serve bf16 or fp16 on Neuron")
         if w.serving.kv_cache_precision == "fp8" and not accel.supports.fp8:
             return Miss(f"{accel.name} has no fp8 KV cache support")
         kv = w.serving.kv_cache_precision
