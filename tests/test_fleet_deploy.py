@@ -73,3 +73,34 @@ def test_g6f_has_no_sagemaker_hosting_and_trains_on_ec2():
     stack = run_program(_stack(w, {}))
     types = {str(r.inputs["instanceType"]) for r in stack.resources if "instanceType" in r.inputs}
     assert len(types) == 1 and types.pop().startswith("g6f.")
+
+
+def _user_data(plan) -> str:
+    from components.training import user_data
+
+    return user_data(plan, bundled().instance(plan.choice.instance_type), "c")
+
+
+def test_trn2_training_nodes_run_nxd_training_at_lnc_2(tmp_path):
+    from planner.catalog import load
+    from planner.search import plan_workload
+    from tests.conftest import workload
+
+    catalog = load(_rate_card(tmp_path, "trn2.48xlarge", 45.0, "ec2"))
+    plan = plan_workload(workload(kind="training", model={"preset": "llama-3.1-8b"}, training={"tokens": 1e9},
+                                  constraints={"instance_types": ["trn2.48xlarge"]}), catalog)
+    assert plan.layout.tensor_parallel_unit == "NeuronCore" and plan.choice.devices_per_node == 64
+    assert "NEURON_LOGICAL_NC_CONFIG=2" in _user_data(plan).splitlines()
+
+
+def test_moe_training_nodes_get_the_ep_degree(catalog):
+    from planner.search import plan_workload
+    from tests.conftest import workload
+
+    plan = plan_workload(workload(kind="training", model={"preset": "deepseek-v3"}, training={"tokens": 1e11},
+                                  constraints={"instance_types": ["p5.48xlarge"], "max_nodes": 64}), catalog)
+    ep = plan.layout.expert_parallel // plan.layout.tensor_parallel
+    assert ep > 1
+    text = _user_data(plan)
+    assert f"GPUPLAN_EP={ep}" in text.splitlines() and f'"expert_parallel": {ep}' in text
+    assert "NEURON_LOGICAL_NC_CONFIG" not in text
