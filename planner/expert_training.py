@@ -100,8 +100,9 @@ def expert_weight_traffic_s(arch: Architecture, accel: Accelerator, linear_preci
     max(FLOPs / rate, bytes / bandwidth), whose FLOP side training_time already counts).
 
     A device holds routed/(tp·pp·ep) expert parameters and every micro-batch reads them in the
-    forward and again in the backward (dgrad), and its fp32 gradient accumulator is read and written
-    by the wgrad GEMM (Megatron's gradient-accumulation fusion); full recompute reads them once more.
+    forward and again in the backward (dgrad), and in full training its fp32 gradient accumulator is
+    read and written by the wgrad GEMM (Megatron's gradient-accumulation fusion); full recompute reads
+    them once more. LoRA's frozen experts are only read.
     Their FLOPs are those of the s·b tokens' k active experts over tp·pp, whatever ep is: EP gathers
     ep ranks' tokens onto 1/ep of the experts, so each expert GEMM gets ep times the rows. With E/k
     experts per active one, TP-only layouts give an expert s·b·k/E rows, under H100's ridge point
@@ -113,7 +114,8 @@ def expert_weight_traffic_s(arch: Architecture, accel: Accelerator, linear_preci
     local_params = arch.params * share / (tp * pp * ep)
     weight_reads = 3 if checkpointing == "full" else 2
     grad_traffic = 2 * work.grad_bytes if work.method == "full" else 0.0
-    bytes_per_microbatch = local_params * (weight_reads * work.updated_param_bytes + grad_traffic)
+    weight_bytes_per_param = work.gathered_weight_bytes / arch.params  # 16-bit, or NF4 for a QLoRA base
+    bytes_per_microbatch = local_params * (weight_reads * weight_bytes_per_param + grad_traffic)
     active_routed = arch.params * share * arch.active_experts / arch.experts
     passes = 8 if checkpointing == "full" else 6  # FLOPs per parameter per token: 2 forward + 4 backward (+2)
     flops_per_microbatch = passes * seq * micro_batch * active_routed / (tp * pp)
