@@ -4,6 +4,7 @@
     python bench/accuracy.py --write-bands   # ... and the plan's 80% bands (planner/bands.py)
     python bench/accuracy.py --metric "training peak memory"   # one metric's rows only (no refit
                                              # when no fitted constant enters it: peak memory)
+    python bench/accuracy.py --only B200,Trainium2   # LOSO on the sources with rows on these parts only
 
 Each source (one paper, code base or vendor table) is predicted with the constants of
 planner/efficiency.py refitted by bench/calibrate.py on every OTHER source: a constant is never
@@ -29,26 +30,32 @@ from bench.reference_cases import Row, all_rows, reference  # noqa: E402
 from planner.catalog import bundled  # noqa: E402
 
 METRICS = ("training TFLOP/s", "training sequences/s", "training peak memory", "serving tokens/s", "TTFT", "ITL")
-PLATFORMS = ("gpu", "neuron")
+PLATFORMS = ("gpu", "b200", "neuron", "trainium2")
+# Parts reported as their own rows too (inside their platform's): the 2026 fleet's (issue 28).
+HARDWARE_CLASSES = {"B200": "b200", "Trainium2": "trainium2"}
 TARGETS = {"training TFLOP/s": 0.10, "training sequences/s": 0.10, "training peak memory": 0.10, "serving tokens/s": 0.10,
            "TTFT": 0.12, "ITL": 0.12}
 SIGNED_TARGET = 0.05
 
 
 @cache
-def loso_rows() -> tuple[Row, ...]:
-    """Every row predicted with constants fitted without its source (the committed ones restored)."""
+def loso_rows(only: tuple[str, ...] = ()) -> tuple[Row, ...]:
+    """Every row predicted with constants fitted without its source (the committed ones restored);
+    `only` (accelerator names) keeps the sources with a row on one of them, and those rows."""
     catalog = bundled()
     platforms: dict[str, set[str]] = {}
     for r in all_rows(catalog):
-        platforms.setdefault(r.source, set()).add(r.platform)
+        if not only or r.accelerator in only:
+            platforms.setdefault(r.source, set()).add(r.platform)
     out: list[Row] = []
     for source in sorted(platforms):
         # A GPU source's rows depend on GPU constants only; a Neuron source's GPU constants are
         # the committed ones (fitted on GPU rows, none of which it has), so only its platform refits.
         with calibrate.restored():
             calibrate.fit(without=source, platforms=tuple(sorted(platforms[source])))
-            out += [r for r in all_rows(catalog) if r.source == source]
+            out += [r for r in all_rows(catalog) if r.source == source and (not only or r.accelerator in only)]
+    if only:
+        return tuple(out)
     return tuple(out) + tuple(compared_without_constants(catalog))
 
 
@@ -62,6 +69,8 @@ def summary(rows: list[Row] | tuple[Row, ...]) -> dict[tuple[str, str], dict]:
     classes: dict[tuple[str, str], list[Row]] = {}
     for r in rows:
         classes.setdefault((r.platform, r.metric), []).append(r)
+        if r.accelerator in HARDWARE_CLASSES:
+            classes.setdefault((HARDWARE_CLASSES[r.accelerator], r.metric), []).append(r)
     return {key: {"rows": len(group), "sources": len({r.source for r in group}),
                   "median_abs": statistics.median(abs(r.error) for r in group),
                   "signed_median": statistics.median(r.error for r in group)}
@@ -133,11 +142,14 @@ def main() -> None:
     only = _metric_filter()
     if only is not None and "--write-bands" in sys.argv:
         sys.exit("--write-bands needs every metric: drop --metric")
+    parts = tuple(sys.argv[sys.argv.index("--only") + 1].split(",")) if "--only" in sys.argv else ()
     memory = compared_without_constants(catalog)
     fitted = {(r.source, r.id, r.metric): r for r in (memory if only == "training peak memory" else
-                                                      all_rows(catalog) + memory)}
+                                                      all_rows(catalog) + memory)
+              if not parts or r.accelerator in parts}
     # peak memory has no fitted constant: its held-out rows are its in-sample rows, no refit needed
-    held = tuple(memory) if only == "training peak memory" else loso_rows()
+    held = tuple(r for r in memory if not parts or r.accelerator in parts) \
+        if only == "training peak memory" else loso_rows(parts)
     if only is not None:
         held = tuple(r for r in held if r.metric == only)
         fitted = {k: r for k, r in fitted.items() if r.metric == only}
@@ -147,7 +159,7 @@ def main() -> None:
         print(f"  {r.id:<34} {r.source:<16} {r.setup:<58} {r.measured:>10.2f} {r.error:>+8.1%} {f.error:>+10.1%}")
     print()
     print("\n".join(table(summary(held), summary(list(fitted.values())))))
-    if "--write-bands" in sys.argv:
+    if "--write-bands" in sys.argv and not only:
         write_bands(held)
 
 

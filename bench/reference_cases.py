@@ -31,6 +31,7 @@ class Row:
     predicted: float
     measured: float
     platform: str = "gpu"  # gpu | neuron: fitted on separate constants, reported separately
+    accelerator: str = ""  # the published part, where a source names it (accuracy reports B200 and Trainium2 apart)
 
     @property
     def error(self) -> float:
@@ -132,8 +133,9 @@ def _neuron_training_rows(catalog: Catalog) -> list[Row]:
 def all_rows(catalog: Catalog, platform: str | None = None, cap: int | None = None) -> list[Row]:
     """Every compared figure; `cap` keeps at most that many rows per new-format source (the fit's
     weighting, bench/calibrate.py), None keeps all (what accuracy reports)."""
+    sourced = reference_sources.training_rows(catalog, Row, cap) + reference_sources.serving_rows(catalog, Row, cap)
     gpu = (_decode_rows(catalog) + _serving_rows(catalog) + _training_rows(catalog)
-           + reference_sources.training_rows(catalog, Row, cap)
-           + reference_sources.serving_rows(catalog, Row, cap)) if platform != "neuron" else []
-    neuron = _neuron_serving_rows(catalog) + _neuron_training_rows(catalog) if platform != "gpu" else []
+           + [r for r in sourced if r.platform == "gpu"]) if platform != "neuron" else []
+    neuron = (_neuron_serving_rows(catalog) + _neuron_training_rows(catalog)
+              + [r for r in sourced if r.platform == "neuron"]) if platform != "gpu" else []
     return gpu + neuron

@@ -26,7 +26,12 @@ from planner.yamlsafe import load_text
 DIR = Path(__file__).resolve().parent / "data" / "reference"
 # The AWS node with the published part: 8 SXM GPUs on NVLink (p4d/p4de/p5/p5en), A10G's g5.
 INSTANCE_FOR = {"A100-40GB": "p4d.24xlarge", "A100-80GB": "p4de.24xlarge", "H100-SXM-80GB": "p5.48xlarge",
-                "H200": "p5en.48xlarge", "A10G": "g5.48xlarge", "L40S": "g6e.48xlarge"}
+                "H200": "p5en.48xlarge", "A10G": "g5.48xlarge", "L40S": "g6e.48xlarge", "B200": "p6-b200.48xlarge"}
+# Neuron serving rows state TP in NeuronCores (logical ones on Trainium2, LNC=2): predicted per core
+# (catalog.sharded) on the node that carries the part, with the Neuron constants. Trainium2 only: the
+# new-format trn1/inf2 rows (TGI on transformers-neuronx, 2024) stay skipped until their load model
+# is checked (in-sample they read TTFT -94%, throughput +195%; issue 28 report).
+NEURON_INSTANCE_FOR = {"Trainium2": "trn2.48xlarge"}
 CHECKPOINTING = {"none": "none", "selective": "selective", "full": "full"}
 ARCH_FIELDS = set(Architecture.model_fields)
 
@@ -187,7 +192,8 @@ def training_rows(catalog: Catalog, row_type, cap: int | None = None):
                 continue  # above the dense peak: see implausible()
             setup = (f"{r.get('model') or 'custom'} {r['accelerator']}×{r['gpus']} {r['precision']} TP{r['tp']} "
                      f"PP{r['pp']} DP{r['dp']} ZeRO-{r.get('zero') or 0} {r.get('method', 'full')}")
-            rows.append(row_type(r["id"], "training TFLOP/s", source_id, setup, est.achieved_tflops_per_device, measured))
+            rows.append(row_type(r["id"], "training TFLOP/s", source_id, setup, est.achieved_tflops_per_device, measured,
+                                 "gpu", r["accelerator"]))
     return rows
 
 
@@ -210,7 +216,7 @@ def _weights(precision: str) -> str | None:
 
 
 def serving_why_not(row: dict) -> str | None:
-    if row.get("accelerator") not in INSTANCE_FOR:
+    if row.get("accelerator") not in INSTANCE_FOR and row.get("accelerator") not in NEURON_INSTANCE_FOR:
         return f"accelerator {row.get('accelerator')!r} not in the catalog"
     if row.get("load") not in ("closed-loop", "static-batch") or not isinstance(row.get("concurrency"), int):
         return "no fixed concurrency (offline or open-loop load)"
@@ -250,8 +256,12 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
         usable = [r for r in data["rows"] if "prompt_tokens" in r and serving_why_not(r) is None]
         for r in _strided(usable, cap):
             arch = _architecture(r)
-            itype = catalog.instance(INSTANCE_FOR[r["accelerator"]])
-            accel = catalog.accelerator(itype.accelerator)
+            neuron = r["accelerator"] in NEURON_INSTANCE_FOR
+            if neuron:
+                itype, accel = catalog.sharded(catalog.instance(NEURON_INSTANCE_FOR[r["accelerator"]]))
+            else:
+                itype = catalog.instance(INSTANCE_FOR[r["accelerator"]])
+                accel = catalog.accelerator(itype.accelerator)
             w, kv = _weights(str(r["precision"])), "fp8" if str(r.get("kv_precision")).startswith("fp8") else "bf16"
             b, prompt, n = r["concurrency"], r["prompt_tokens"], r["output_tokens"]
             if r["load"] == "closed-loop":
@@ -265,7 +275,8 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
             for metric, predicted, measured in (("serving tokens/s", tps, r.get("tokens_per_s")),
                                                 ("TTFT", ttft * 1e3, r.get("ttft_ms")), ("ITL", itl * 1e3, r.get("itl_ms"))):
                 if isinstance(measured, (int, float)) and measured > 0:
-                    out.append(row_type(r["id"], metric, source_id, setup, predicted, measured))
+                    out.append(row_type(r["id"], metric, source_id, setup, predicted, measured,
+                                        "neuron" if neuron else "gpu", r["accelerator"]))
     return out
 
 

@@ -51,6 +51,9 @@ class InferenceEndpointArgs:
                 raise ValueError(f"compiledModelUrl is for Neuron plans; {self.plan.workload} runs on "
                                  f"{self.plan.choice.accelerator}")
             s3_artifact("compiledModelUrl", self.compiled_model_url, archive_ok=False)
+            if self.model_data_url and not self.image_uri:
+                raise ValueError("give compiledModelUrl or modelDataUrl, not both: the Neuron container serves an "
+                                 "optimum-neuron export (weights and compiled graphs) from compiledModelUrl alone")
         if self.hf_token_secret_arn and not self.hf_token_in_environment:
             raise ValueError("hfTokenSecretArn: the serving containers (LMI, TGI) read the Hugging Face token only "
                              "from the HF_TOKEN environment variable, which anyone allowed sagemaker:DescribeModel can "
@@ -230,7 +233,13 @@ class InferenceEndpoint(pulumi.ComponentResource):
             pulumi.log.warn(f"{plan.workload}: kmsKeyArn is not used: ml.{plan.choice.instance_type} serves from local "
                             "NVMe instance storage, where SageMaker takes no volume key (the instance store is "
                             "encrypted by the hardware); the role gets no KMS permission", resource=self)
-        if args.model_data_url and args.model_data_url.endswith(".tar.gz"):
+        compiled_export = args.compiled_model_url and not args.image_uri and \
+            settings.image_entry(plan)["style"] == "optimum-neuron-vllm"
+        if compiled_export:  # an optimum-neuron export holds weights and graphs: it is the model's data
+            container.model_data_source = aws.sagemaker.ModelPrimaryContainerModelDataSourceArgs(s3_data_sources=[
+                aws.sagemaker.ModelPrimaryContainerModelDataSourceS3DataSourceArgs(
+                    s3_uri=args.compiled_model_url, s3_data_type="S3Prefix", compression_type="None")])
+        elif args.model_data_url and args.model_data_url.endswith(".tar.gz"):
             container.model_data_url = args.model_data_url
         elif args.model_data_url:  # an uncompressed prefix: SageMaker copies it as is, no tarball to unpack
             container.model_data_source = aws.sagemaker.ModelPrimaryContainerModelDataSourceArgs(s3_data_sources=[

@@ -78,9 +78,36 @@ def _dtype(plan: Plan) -> str:
     return {"fp32": "fp32", "fp16": "fp16"}.get(plan.model.precision, "bf16")
 
 
+# Logical NeuronCore configuration: a Trainium2 chip has 8 physical NeuronCore-v3 and, at the default
+# LNC=2, shows 4 logical cores (the catalog's neuron_cores and the plan's TP unit). The runtime's
+# NEURON_LOGICAL_NC_CONFIG must match what the graphs were compiled for (neuronx-cc defaults to 2 on
+# Trn2), so the container is told rather than left to a default. Inferentia2 and Trainium1 have LNC=1
+# only. Source: AWS Neuron docs, "Logical NeuronCore configuration" (about-neuron/arch/neuron-features/
+# logical-neuroncore-config, v2.28.1) and compiler error NCC_EARG001/EVRF066, read 2026-11-23.
+LOGICAL_NC_CONFIG = {"Trainium2": "2"}
+# Where SageMaker puts modelDataUrl's (or a compiled export's) files inside the container.
+SAGEMAKER_MODEL_DIR = "/opt/ml/model"
+
+
+def _optimum_neuron(plan: Plan, hf_model_id: str | None, compiled_model_url: str | None) -> dict[str, str]:
+    """optimum-neuron's vLLM server on NxD Inference (SM_ON_<ARG> is `optimum-cli neuron serve --<arg>`):
+    the static shapes the plan sized the KV cache for and TP in (logical) NeuronCores. A pre-compiled
+    export (compiledModelUrl) holds its weights and graphs; SageMaker copies it to /opt/ml/model and
+    the server loads it without compiling (serve.py reads its neuron_config and checks the shapes)."""
+    lay = plan.layout
+    env = {"SM_ON_MODEL": hf_model_id if hf_model_id and not compiled_model_url else SAGEMAKER_MODEL_DIR,
+           "SM_ON_TENSOR_PARALLEL_SIZE": str(lay.tensor_parallel),
+           "SM_ON_BATCH_SIZE": str(lay.compiled_batch_size),
+           "SM_ON_SEQUENCE_LENGTH": str(lay.n_positions)}
+    lnc = LOGICAL_NC_CONFIG.get(plan.choice.accelerator)
+    if lnc:
+        env["NEURON_LOGICAL_NC_CONFIG"] = lnc
+    return env
+
+
 def _neuron(plan: Plan, compiled_model_url: str | None) -> dict[str, str]:
-    """LMI transformers-neuronx options (tnx_user_guide): the static shapes the plan sized the KV cache
-    for, TP in NeuronCores, and pre-compiled graphs (NEFFs) when given."""
+    """LMI transformers-neuronx options (tnx_user_guide), for a deployment whose imageUri pins the older
+    LMI Neuron image: the static shapes, TP in NeuronCores, and pre-compiled graphs (NEFFs) when given."""
     lay = plan.layout
     env = {"OPTION_ENTRYPOINT": "djl_python.transformers_neuronx",
            "OPTION_ROLLING_BATCH": "auto",
@@ -140,6 +167,8 @@ def container_environment(plan: Plan, hf_model_id: str | None, headroom: float,
     """The engine's own knobs, by the names its documentation gives (engine-options.yaml), set from the
     plan so it allocates the memory the plan assumed."""
     style = image_entry(plan)["style"]
+    if style == "optimum-neuron-vllm":
+        return _optimum_neuron(plan, hf_model_id, compiled_model_url)
     env: dict[str, str] = {"HF_MODEL_ID": hf_model_id} if hf_model_id else {}
     if style == "lmi-neuronx":
         return {**env, **_neuron(plan, compiled_model_url)}

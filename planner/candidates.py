@@ -54,6 +54,7 @@ class Candidate:
     wall_s: float | None = None  # training: time to finish under that option (spot: interruptions included)
     ep: int = 1  # serving: nodes one replica's experts are spread over (expert parallelism across nodes)
     storage_usd_per_hour: float = 0.0  # training: root volumes and FSx (planner/provisioned.py), in the objective
+    train_ep: int = 1  # training: DP ranks the routed experts are split over (planner/expert_training.py)
 
     @property
     def devices_per_copy(self) -> int:

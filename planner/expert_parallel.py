@@ -21,17 +21,21 @@ from planner.presets import Architecture
 ALL_TO_ALL_BYTES_PER_VALUE = 2  # BF16 hidden states both ways (DeepEP also dispatches FP8; 2 B is the upper bound)
 
 
-def routed_expert_bytes(arch: Architecture, precision: str) -> float:
-    """Bytes of the routed experts, the part EP spreads: every parameter outside one token's path
-    belongs to an idle expert, and the active routed experts are k/E of all routed ones."""
+def routed_expert_share(arch: Architecture) -> float:
+    """Share of the parameters in routed experts, the part EP spreads: every parameter outside one
+    token's path belongs to an idle expert, and the active routed experts are k/E of all routed ones."""
     if not arch.is_moe:
         return 0.0
-    routed = arch.experts - arch.shared_experts if arch.shared_experts else arch.experts
+    routed = arch.experts  # experts counts the routed ones; shared experts sit beside them (models.yaml)
     k = arch.active_experts
     if routed <= 0 or k >= routed:
         return 0.0
-    share = (arch.params - arch.params_per_token) / (arch.params * (1 - k / routed))
-    return weight_bytes(arch, precision) * min(1.0, share)
+    return min(1.0, (arch.params - arch.params_per_token) / (arch.params * (1 - k / routed)))
+
+
+def routed_expert_bytes(arch: Architecture, precision: str) -> float:
+    """Bytes of the routed experts (see routed_expert_share)."""
+    return weight_bytes(arch, precision) * routed_expert_share(arch)
 
 
 def tokens_per_node(tokens: int, ep_nodes: int) -> int:

@@ -236,19 +236,26 @@ def weight_bytes_per_param(setup: TrainingSetup) -> float:
     return BYTES_PER_PARAM["bf16" if setup.precision in ("int8", "int4", "fp8") else setup.precision]
 
 
-def zero3_working_set(arch: Architecture, setup: TrainingSetup, tp: int) -> tuple[float, float]:
+def zero3_working_set(arch: Architecture, setup: TrainingSetup, tp: int, ep: int = 1) -> tuple[float, float]:
     """(weights, gradients) that ZeRO-3/FSDP hold unsharded at once: the block being computed and
     the prefetched next one, gathered whole (PyTorch FSDP's default backward prefetch; DeepSpeed's
-    prefetch bucket), and one block's full gradients before they are reduce-scattered."""
+    prefetch bucket), and one block's full gradients before they are reduce-scattered. Under expert
+    parallelism a rank gathers only its 1/ep of the routed experts."""
     block_params = (arch.params - arch.embedding_params) / arch.layers / tp
+    if ep > 1:
+        from planner.expert_parallel import routed_expert_share
+        routed = arch.params * routed_expert_share(arch) / arch.layers / tp
+        block_params -= routed * (1 - 1 / ep)
     weights = 2 * block_params * weight_bytes_per_param(setup)
     grads = block_params * gradient_bytes(setup.precision, setup.grad_precision) if setup.method == "full" else 0.0
     return weights, grads
 
 
 def training_model_states(arch: Architecture, setup: TrainingSetup, tp: int, pp: int, dp: int,
-                          zero: int) -> tuple[float, float, float]:
-    """(weights, gradients, optimizer) bytes per device; TP and PP divide the model first."""
+                          zero: int, ep: int = 1) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer) bytes per device; TP and PP divide the model first. With expert
+    parallelism (planner/expert_training.py) EP also divides the routed experts, whose states ZeRO
+    shards over the dp/ep expert-data-parallel ranks."""
     shard = tp * pp
     mixed = setup.precision != "fp32"
     if setup.method == "full":
@@ -257,7 +264,13 @@ def training_model_states(arch: Architecture, setup: TrainingSetup, tp: int, pp:
                                                           optimizer_state_bytes(setup.optimizer, mixed))
         if setup.offload_optimizer:
             g_b, o_b = 0.0, 0.0
-        return zero_model_states(arch.params / shard, dp, zero, w_b, g_b, o_b)
+        if ep <= 1:
+            return zero_model_states(arch.params / shard, dp, zero, w_b, g_b, o_b)
+        from planner.expert_parallel import routed_expert_share
+        routed = arch.params * routed_expert_share(arch)
+        dense = zero_model_states((arch.params - routed) / shard, dp, zero, w_b, g_b, o_b)
+        experts = zero_model_states(routed / (shard * ep), dp // ep, zero, w_b, g_b, o_b)
+        return dense[0] + experts[0], dense[1] + experts[1], dense[2] + experts[2]
     # LoRA / QLoRA: the frozen base has no gradients or optimizer state; adapters train in fp32.
     base = base_weight_bytes(arch, setup) / shard
     adapters = lora_params(arch, setup.lora_rank) / shard
@@ -267,15 +280,15 @@ def training_model_states(arch: Architecture, setup: TrainingSetup, tp: int, pp:
 
 def training_memory(arch: Architecture, setup: TrainingSetup, tp: int, pp: int, dp: int, zero: int,
                     micro_batch: int, microbatches: int, checkpointing: str, flash_attention: bool,
-                    virtual_stages: int = 1, neuron: bool = False) -> MemoryBreakdown:
+                    virtual_stages: int = 1, neuron: bool = False, ep: int = 1) -> MemoryBreakdown:
     """Per-device training memory on the busiest (first) pipeline stage.
 
     Under 1F1B the first stage keeps min(pp, microbatches) micro-batches of its L/pp layers in flight,
     i.e. about L layers' worth; the interleaved schedule adds (1 + (p-1)/(p·v)) (Korthikanti §4.2.3).
     """
-    weights, grads, optimizer = training_model_states(arch, setup, tp, pp, dp, zero)
+    weights, grads, optimizer = training_model_states(arch, setup, tp, pp, dp, zero, ep)
     if zero >= 3 and dp > 1:
-        gathered, unsharded_grads = zero3_working_set(arch, setup, tp)
+        gathered, unsharded_grads = zero3_working_set(arch, setup, tp, ep)
         weights += gathered
         grads += unsharded_grads
     per_layer = activation_bytes_per_layer(setup.seq, micro_batch, arch, tp, checkpointing, flash_attention)

@@ -35,7 +35,7 @@ class PlanLayout(BaseModel):
     sequences_in_flight: int | None = None  # serving: never above concurrent_requests
     compiled_batch_size: int | None = None  # Neuron: the static batch the model is compiled for
     n_positions: int | None = None  # Neuron: the static sequence length (max context) compiled for
-    expert_parallel: int | None = None  # MoE serving: devices a replica's routed experts are spread over
+    expert_parallel: int | None = None  # MoE: devices the routed experts are spread over (serving replica or training job)
 
 
 class PlanMemory(BaseModel):

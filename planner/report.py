@@ -36,13 +36,15 @@ def layout_text(p: Plan) -> str:
     lay = p.layout
     unit = " NeuronCores" if lay.tensor_parallel_unit == "NeuronCore" else ""
     text = f"TP {lay.tensor_parallel}{unit} × PP {lay.pipeline_parallel}"
-    if lay.expert_parallel and lay.expert_parallel > lay.tensor_parallel:  # MoE experts spread across nodes
+    spread = lay.expert_parallel and lay.expert_parallel > lay.tensor_parallel  # MoE experts over more devices than TP
+    if spread and p.kind == "inference":
         text += f" × EP {lay.expert_parallel}"
     if p.kind == "inference":
         compiled = f", compiled for batch {lay.compiled_batch_size} × {lay.n_positions} positions" \
             if lay.n_positions else ""
         return f"{text}, {lay.replicas} replica(s), batch {lay.batch_per_replica} per replica{compiled}"
-    return (f"{text} × DP {lay.data_parallel}, ZeRO-{lay.zero_stage}, micro-batch {lay.micro_batch} × "
+    experts = f" (experts over EP {lay.expert_parallel} devices, carved from DP)" if spread else ""
+    return (f"{text} × DP {lay.data_parallel}{experts}, ZeRO-{lay.zero_stage}, micro-batch {lay.micro_batch} × "
             f"{lay.microbatches} micro-batches, {lay.activation_checkpointing} recompute")
 
 

@@ -69,6 +69,9 @@ def _type_gate(w: Workload, itype: InstanceType, catalog: Catalog, target: str) 
         engine = engine_for(w, accel.vendor)
         if (engine == "neuron") != accel.is_neuron:
             return Miss(f"engine {engine} does not run on {accel.name}")
+        if engine == "neuron" and w.precision == "int8":  # components/data/images.yaml: optimum-neuron's vLLM server
+            return Miss("the Neuron serving container (vLLM on optimum-neuron / NxD Inference) has no int8 weight "
+                        "setting; serve bf16 or fp16 on Neuron")
         if w.serving.kv_cache_precision == "fp8" and not accel.supports.fp8:
             return Miss(f"{accel.name} has no fp8 KV cache support")
         kv = w.serving.kv_cache_precision
@@ -277,7 +280,8 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
         ttt = t.tokens / perf.tokens_per_s
         layout = PlanLayout(tensor_parallel=cand.tp, pipeline_parallel=cand.pp, data_parallel=cand.dp,
                             tensor_parallel_unit=accel.device_unit, zero_stage=cand.zero, micro_batch=cand.micro_batch, replicas=1,
-                            activation_checkpointing=cand.checkpointing, microbatches=cand.microbatches)
+                            activation_checkpointing=cand.checkpointing, microbatches=cand.microbatches,
+                            expert_parallel=cand.tp * cand.train_ep if arch.is_moe else None)
         performance = PlanPerformance(training_tokens_per_s=perf.tokens_per_s, step_time_s=perf.step_time_s,
                                       achieved_tflops_per_device=perf.achieved_tflops_per_device,
                                       model_flops_utilization=perf.model_flops_utilization, time_to_train_s=ttt,
@@ -294,8 +298,8 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
         if not t.deadline_hours and ttt > LONG_RUN_DAYS * 86400:
             warnings.append(f"training takes {ttt / 86400:,.0f} days on the cheapest layout; set "
                             "training.deadline_hours to trade cost for time")
-    if arch.is_moe:
-        warnings.append("MoE: all experts are resident on every device; expert parallelism is not modelled")
+    if arch.is_moe and (layout.expert_parallel or 0) <= layout.tensor_parallel:
+        warnings.append("MoE: every device holds a TP slice of every expert (no expert parallelism in this layout)")
     purchases = purchase_table(w, cand, catalog, target)
     bought = purchase_reason(w, cand, purchases)
     if bought:

@@ -10,6 +10,7 @@ from planner.bands import memory_fit_factor, slow_factor
 from planner.candidates import Candidate, Miss, memory_miss, pinned_tp_miss, tensor_parallel_options
 from planner.catalog import Accelerator, InstanceType
 from planner.cost import HourlyPrice
+from planner.expert_training import ep_options, ep_pin_miss, ep_text
 from planner.memory import TrainingSetup, training_memory
 from planner.provisioned import fsx_usd_per_hour, root_volumes_usd_per_hour
 from planner.purchase import RunQuote, interruptions_per_month, training_quote
@@ -137,9 +138,9 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
     best: Candidate | None = None
     miss: Miss | None = None
 
-    def memory(tp, pp, dp, zero, mb, ck):
+    def memory(tp, pp, dp, zero, mb, ck, ep=1):
         m = math.ceil(seqs / (dp * mb))
-        return m, training_memory(arch, setup, tp, pp, dp, zero, mb, m, ck, flash, VIRTUAL_PIPELINE_STAGES, neuron)
+        return m, training_memory(arch, setup, tp, pp, dp, zero, mb, m, ck, flash, VIRTUAL_PIPELINE_STAGES, neuron, ep)
 
     for tp in tps:
         for pp in pps:
@@ -159,14 +160,19 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
                     miss = Miss(f"a global batch of {seqs} sequences cannot feed {dp} data-parallel ranks "
                                 f"at {nodes} nodes (raise training.global_batch_tokens)", dp * min(mbs) / seqs).nearer(miss)
                     break
-                _, lean = memory(tp, pp, dp, max(zeros), min(mbs), ckpts[-1])
+                eps = ep_options(arch, t.method, dp, pins.expert_parallel, tp)  # MoE: TP-only experts, or EP
+                if not eps:
+                    miss = Miss(ep_pin_miss(arch, pins.expert_parallel, tp, dp)).nearer(miss)
+                    continue
+                _, lean = memory(tp, pp, dp, max(zeros), min(mbs), ckpts[-1], max(eps))
                 if lean.total > fit_usable:
                     miss = memory_miss(itype, accel, usable, lean.total * grow,
-                                       f"at {nodes} node(s), TP {tp} × PP {pp} × DP {dp}, ZeRO-{max(zeros)}, "
-                                       f"micro-batch {min(mbs)}, {ckpts[-1]} recompute{fit_edge}").nearer(miss)
+                                       f"at {nodes} node(s), TP {tp} × PP {pp} × DP {dp}{ep_text(max(eps))}, "
+                                       f"ZeRO-{max(zeros)}, micro-batch {min(mbs)}, {ckpts[-1]} recompute{fit_edge}"
+                                       ).nearer(miss)
                     continue
                 found = _fastest_fit(arch, itype, accel, w, setup, work, fit_usable, tp, pp, dp, seqs,
-                                     ckpts, zeros, mbs, memory)
+                                     ckpts, zeros, mbs, memory, eps)
                 if found is None:
                     continue
                 layout, mem, est = found
@@ -194,7 +200,7 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
                                  nodes * quote.usd_per_instance_hour, quote.usd_per_run + storage_h * quote.wall_s / 3600,
                                  storage_usd_per_hour=storage_h, zero=layout[0],
                                  micro_batch=layout[1], microbatches=layout[2], checkpointing=layout[3],
-                                 purchase=quote.purchase, wall_s=quote.wall_s)
+                                 purchase=quote.purchase, wall_s=quote.wall_s, train_ep=layout[4])
                 improved = best is None or cand.rank_key < best.rank_key
                 worse_in_a_row = 0 if improved else worse_in_a_row + 1
                 if improved:
@@ -207,13 +213,13 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
         return Miss(f"{miss.reason}; {single_node_only}", miss.shortfall, stage=miss.stage) if miss else Miss(single_node_only)
     return miss or Miss("no layout of this type fits the pins in layout:")
 
-def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, ckpts, zeros, mbs, memory):
-    """For each recompute mode and ZeRO stage, the largest micro-batch that fits; the fastest of those."""
+def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, ckpts, zeros, mbs, memory, eps=(1,)):
+    """For each EP degree, recompute mode and ZeRO stage, the largest micro-batch that fits; the fastest of those."""
     best = None
     smallest = min(mbs)
-    for ck in ckpts:
+    for ep, ck in ((ep, ck) for ep in eps for ck in ckpts):
         for zero in sorted(zeros, reverse=True):  # each lower stage holds more: stop at the first misfit
-            _, lean = memory(tp, pp, dp, zero, smallest, ck)
+            _, lean = memory(tp, pp, dp, zero, smallest, ck, ep)
             if lean.total > usable:
                 break  # the smallest micro-batch does not fit: no larger one, no lower stage will
             # Activations grow with the micro-batch (and at most so do the micro-batches in flight,
@@ -222,17 +228,17 @@ def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, c
             for mb in mbs:
                 if dp * mb > seqs or (mb > smallest and mb / smallest > room * pp):
                     continue
-                m, mem = (0, lean) if mb == smallest else memory(tp, pp, dp, zero, mb, ck)
+                m, mem = (0, lean) if mb == smallest else memory(tp, pp, dp, zero, mb, ck, ep)
                 if mb == smallest:
                     m = math.ceil(seqs / (dp * mb))
                 if mem.total > usable:
                     continue
 
-                layout = TrainingLayout(tp, pp, dp, zero, mb, m, ck)
+                layout = TrainingLayout(tp, pp, dp, zero, mb, m, ck, ep)
                 state = mem.weights + mem.gradients + mem.optimizer
                 est = training_step(arch, itype, accel, w.precision, setup.seq, layout, state, work)
                 # equal speed (no data parallelism to shard over): the lower ZeRO stage, which is simpler
                 if best is None or (est.tokens_per_s, -zero) > (best[2].tokens_per_s, -best[0][0]):
-                    best = ((zero, mb, m, ck), mem, est)
+                    best = ((zero, mb, m, ck, ep), mem, est)
                 break
     return best

@@ -180,7 +180,7 @@ class Layout(_Section):
     zero_stage: int | None = Field(default=None, ge=0, le=3)
     micro_batch: int | None = Field(default=None, gt=0, le=4096)
     replicas: int | None = Field(default=None, gt=0, le=10_000)
-    expert_parallel: int | None = Field(default=None, gt=0, le=4096)  # MoE serving: devices the experts spread over
+    expert_parallel: int | None = Field(default=None, gt=0, le=4096)  # MoE: devices the routed experts spread over (TP × EP)
 
 
 def _model_as_name(schema: dict) -> None:
@@ -216,7 +216,7 @@ class Workload(_Section):
     def _sections_match_kind(self) -> "Workload":
         pinned = self.layout.model_fields_set
         stray = sorted(pinned & ({"data_parallel", "zero_stage", "micro_batch"} if self.kind == "inference"
-                                 else {"replicas", "expert_parallel"}))
+                                 else {"replicas"}))
         if stray:
             what = "training" if self.kind == "inference" else "serving"
             raise ValueError(f"layout.{stray[0]} is a {what} setting and does not apply to kind {self.kind}")

@@ -6,11 +6,12 @@ the node's shared NICs across nodes). Nothing is predicted above a roof: every e
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from planner import efficiency
 from planner.catalog import Accelerator, InstanceType
 from planner.collectives import group_collective_s, inter_node_bytes_per_s, intra_node_bytes_per_s, ring_s
+from planner.expert_training import all_to_all_step_s, expert_weight_traffic_s, expert_work
 from planner.memory import TrainingSetup, base_weight_bytes, gradient_bytes, lora_params, weight_bytes_per_param
 from planner.presets import Architecture
 from planner.units import NF4_BYTES_PER_PARAM, compute_precision
@@ -28,6 +29,7 @@ class TrainingLayout:
     micro_batch: int
     microbatches: int
     checkpointing: str
+    ep: int = 1  # MoE: DP ranks the routed experts are split over (planner/expert_training.py)
 
 
 @dataclass(frozen=True)
@@ -108,15 +110,38 @@ def _dequantise_s(work: TrainingWork, accel: Accelerator, layout: TrainingLayout
 
 
 def _data_parallel_s(work: TrainingWork, itype: InstanceType, accel: Accelerator, layout: TrainingLayout,
-                     compute_s: float) -> float:
+                     compute_s: float, arch: Architecture | None = None) -> float:
     """Exposed data-parallel communication. Per micro-batch: ZeRO-3/FSDP all-gather the weights in the
     forward and again in the backward and reduce-scatter gradients; ZeRO-2 reduce-scatters gradients
     (DeepSpeed). Once per step: ZeRO-0 all-reduces gradients (DDP accumulates locally), ZeRO-1
     reduce-scatters them and all-gathers the updated weights, ZeRO-2 all-gathers the weights.
-    Per-micro-batch traffic overlaps that micro-batch's compute; per-step traffic the last backward."""
-    tp, pp, dp, m = layout.tp, layout.pp, layout.dp, layout.microbatches
-    if dp <= 1:
+    Per-micro-batch traffic overlaps that micro-batch's compute; per-step traffic the last backward.
+    With expert parallelism the routed experts' share reduces over the dp/ep expert-data-parallel
+    ranks, each holding 1/ep of them (planner/expert_training.py)."""
+    m = layout.microbatches
+    if layout.dp <= 1:
         return 0.0
+    if layout.ep > 1 and arch is not None:
+        dense, experts = expert_work(work, arch)
+        expert_layout = replace(layout, tp=layout.tp * layout.ep, dp=layout.dp // layout.ep, ep=1)
+        parts = [_dp_collectives_s(dense, itype, accel, replace(layout, ep=1)),
+                 _dp_collectives_s(experts, itype, accel, expert_layout)]
+    else:
+        parts = [_dp_collectives_s(work, itype, accel, layout)]
+    per_microbatch = sum(p[0] for p in parts)
+    per_step = sum(p[1] for p in parts)
+    compute_per_microbatch = compute_s / m
+    exposed = m * max(0.0, per_microbatch - efficiency.COMM_OVERLAP * compute_per_microbatch)
+    exposed += max(0.0, per_step - efficiency.COMM_OVERLAP * compute_per_microbatch * 2 / 3)
+    return exposed
+
+
+def _dp_collectives_s(work: TrainingWork, itype: InstanceType, accel: Accelerator,
+                      layout: TrainingLayout) -> tuple[float, float]:
+    """(per micro-batch, per step) data-parallel collective time before any overlap."""
+    tp, pp, dp = layout.tp, layout.pp, layout.dp
+    if dp <= 1:
+        return 0.0, 0.0
     per_node = max(1, itype.accelerators_per_node // tp)  # Megatron rank order: TP innermost, then DP
 
     def coll(bytes_: float, phases: int) -> float:
@@ -128,10 +153,7 @@ def _data_parallel_s(work: TrainingWork, itype: InstanceType, accel: Accelerator
     gathered = work.gathered_weight_bytes / shard
     per_microbatch = {2: coll(grads, 1), 3: 2 * coll(gathered, 1) + coll(grads, 1)}.get(layout.zero, 0.0)
     per_step = {0: coll(grads, 2), 1: coll(grads, 1) + coll(updated, 1), 2: coll(updated, 1)}.get(layout.zero, 0.0)
-    compute_per_microbatch = compute_s / m
-    exposed = m * max(0.0, per_microbatch - efficiency.COMM_OVERLAP * compute_per_microbatch)
-    exposed += max(0.0, per_step - efficiency.COMM_OVERLAP * compute_per_microbatch * 2 / 3)
-    return exposed
+    return per_microbatch, per_step
 
 
 def training_step(arch: Architecture, itype: InstanceType, accel: Accelerator, precision: str, seq: int,
@@ -145,7 +167,9 @@ def training_step(arch: Architecture, itype: InstanceType, accel: Accelerator, p
     matmul_s = _matmul_s(arch, accel, precision, work.method, seq, layout.checkpointing, tokens / devices)
     passes = 4 / 3 if layout.checkpointing == "full" else 1.0
     nonmatmul_s = passes * efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN * arch.layers * arch.hidden_size * tokens / devices / bandwidth
-    compute_s = matmul_s + nonmatmul_s + _dequantise_s(work, accel, layout)
+    experts_s = expert_weight_traffic_s(arch, accel, compute_precision(precision), work, tp, pp, layout.ep, b, m, seq,
+                                        layout.checkpointing)
+    compute_s = matmul_s + nonmatmul_s + _dequantise_s(work, accel, layout) + experts_s
     bubble_s = compute_s * (pp - 1) / (m * (VIRTUAL_PIPELINE_STAGES if pp > 1 else 1))
 
     apn = itype.accelerators_per_node
@@ -156,11 +180,12 @@ def training_step(arch: Architecture, itype: InstanceType, accel: Accelerator, p
     # PP: activations cross each stage boundary forward and back; over the NICs once stages span nodes.
     pp_link = inter_node_bytes_per_s(itype) if tp * dp * pp > apn else intra
     pp_s = 2 * m * seq * b * arch.hidden_size * 2 / tp / pp_link if pp > 1 else 0.0
-    dp_s = _data_parallel_s(work, itype, accel, layout, compute_s)
+    dp_s = _data_parallel_s(work, itype, accel, layout, compute_s, arch)
+    ep_s = all_to_all_step_s(arch, itype, accel, tp, pp, layout.ep, b, m, seq, layout.checkpointing)
     optimizer_s = 2 * local_state_bytes / bandwidth
-    step = compute_s + bubble_s + tp_s + pp_s + dp_s + optimizer_s
-    comm = tp_s + pp_s + dp_s
-    bound = "communication" if comm > compute_s else ("compute" if matmul_s >= nonmatmul_s else "memory-bandwidth")
+    step = compute_s + bubble_s + tp_s + pp_s + dp_s + ep_s + optimizer_s
+    comm = tp_s + pp_s + dp_s + ep_s
+    bound = "communication" if comm > compute_s else ("compute" if matmul_s >= nonmatmul_s + experts_s else "memory-bandwidth")
     tokens_per_s = tokens / step
     achieved = model_flops_per_token(arch, seq, work.method) * tokens_per_s / devices
     return TrainingEstimate(step, tokens, tokens_per_s, achieved / 1e12, achieved / peak, bound)

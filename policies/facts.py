@@ -103,9 +103,15 @@ def serving_facts(environment: Mapping) -> ServingFacts:
     env = {str(k): v for k, v in environment.items()}
     problems: list[str] = []
     model_id = env.get("HF_MODEL_ID")
+    if model_id is None and not str(env.get("SM_ON_MODEL", "/")).startswith("/"):  # optimum-neuron: a Hub id, not a path
+        model_id = env.get("SM_ON_MODEL")
     model_id = model_id if isinstance(model_id, str) and model_id else None
-    tp = _positive_int(env, "OPTION_TENSOR_PARALLEL_DEGREE", problems) or _positive_int(env, "SM_NUM_GPUS", problems)
-    if "SM_NUM_GPUS" in env or "MAX_TOTAL_TOKENS" in env:  # TGI
+    tp = (_positive_int(env, "OPTION_TENSOR_PARALLEL_DEGREE", problems) or _positive_int(env, "SM_NUM_GPUS", problems)
+          or _positive_int(env, "SM_ON_TENSOR_PARALLEL_SIZE", problems))
+    if "SM_ON_SEQUENCE_LENGTH" in env or "SM_ON_BATCH_SIZE" in env:  # optimum-neuron's vLLM server (Neuron)
+        context = _positive_int(env, "SM_ON_SEQUENCE_LENGTH", problems)
+        batch = _positive_int(env, "SM_ON_BATCH_SIZE", problems)
+    elif "SM_NUM_GPUS" in env or "MAX_TOTAL_TOKENS" in env:  # TGI
         context = _positive_int(env, "MAX_TOTAL_TOKENS", problems)
         total = _positive_int(env, "MAX_BATCH_TOTAL_TOKENS", problems)
         batch = math.ceil(total / context) if total and context else None

@@ -44,9 +44,9 @@ def _plan(catalog, engine: str, precision: str):
                                   constraints={"families": families}), catalog)
 
 
-# Neuron serves bf16 and int8 weights only.
+# Neuron serves 16-bit weights only: its NxD Inference container has no int8 setting (test_neuron_int8_is_refused).
 ENGINE_PRECISIONS = [(e, p) for e in ("vllm", "lmi", "tensorrt-llm", "tgi") for p in ("bf16", "fp8", "int8", "int4")] \
-    + [("neuron", "bf16"), ("neuron", "int8")]
+    + [("neuron", "bf16"), ("neuron", "fp16")]
 
 
 @pytest.mark.parametrize("engine, precision", ENGINE_PRECISIONS)
@@ -174,3 +174,10 @@ def test_the_stack_region_is_the_planning_region():
         run_program(config)
     assert "gpuplan:workloads[0].constraints.region: 'us-east-1' disagrees with the stack's aws:region 'eu-west-1'" \
         in str(err.value)
+
+
+def test_neuron_int8_is_refused_because_its_container_cannot_load_it(catalog):
+    from planner.errors import InfeasibleError
+
+    with pytest.raises(InfeasibleError, match="no int8 weight setting"):
+        _plan(catalog, "neuron", "int8")

@@ -117,14 +117,10 @@ def test_container_environment_sets_the_compiled_shapes(catalog):
                                   **AT_ESTIMATE),
                          catalog)
     env = settings.container_environment(plan, "meta-llama/Llama-2-70b-hf", 0.1)
-    assert env["OPTION_TENSOR_PARALLEL_DEGREE"] == "24"
-    assert env["OPTION_N_POSITIONS"] == "4096" and env["OPTION_MAX_ROLLING_BATCH_SIZE"] == "8"
-    assert env["OPTION_ENTRYPOINT"] == "djl_python.transformers_neuronx"
-    assert env["OPTION_NEURON_OPTIMIZE_LEVEL"] == "1" and "OPTION_COMPILED_GRAPH_PATH" not in env
-    assert not {"OPTION_MAX_MODEL_LEN", "OPTION_GPU_MEMORY_UTILIZATION", "OPTION_QUANTIZE"} & set(env)
+    assert env == {"SM_ON_MODEL": "meta-llama/Llama-2-70b-hf", "SM_ON_TENSOR_PARALLEL_SIZE": "24",
+                   "SM_ON_BATCH_SIZE": "8", "SM_ON_SEQUENCE_LENGTH": "4096"}  # inf2: LNC 1, nothing to set
     compiled = settings.container_environment(plan, None, 0.1, "s3://models/llama-2-70b-neff/")
-    assert compiled["OPTION_COMPILED_GRAPH_PATH"] == "s3://models/llama-2-70b-neff/"
-    assert compiled["OPTION_NEURON_OPTIMIZE_LEVEL"] == "3"
+    assert compiled["SM_ON_MODEL"] == "/opt/ml/model"  # the export, copied there by SageMaker
     assert any("compiledModelUrl" in w for w in plan.warnings)
 
 
@@ -195,9 +191,11 @@ def test_compiled_model_url_reaches_the_container_with_read_access_to_it_only(tm
                                                    "compiledModelUrl": "s3://neff-cache/llama-2-70b/"}}}
     stack = run_program(config)
     [model] = stack.of_type("sagemaker/model:Model")
-    env = model.inputs["primaryContainer"]["environment"]
-    assert env["OPTION_COMPILED_GRAPH_PATH"] == "s3://neff-cache/llama-2-70b/"
-    assert model.inputs["primaryContainer"]["image"].endswith("djl-inference:0.30.0-neuronx-sdk2.20.1")
+    container = model.inputs["primaryContainer"]
+    assert container["environment"]["SM_ON_MODEL"] == "/opt/ml/model"
+    assert container["modelDataSource"]["s3DataSources"][0]["s3Uri"] == "s3://neff-cache/llama-2-70b/"
+    assert container["image"].endswith(
+        "huggingface-vllm-inference-neuronx:0.11.0-optimum0.4.5-neuronx-py310-sdk2.26.1-ubuntu22.04")
     [policy] = stack.of_type("iam/rolePolicy:RolePolicy")
     statements = {s["Sid"]: s for s in __import__("json").loads(policy.inputs["policy"])["Statement"]}
     assert statements["ReadCompiledGraphs"]["Resource"] == "arn:aws:s3:::neff-cache/llama-2-70b/*"
