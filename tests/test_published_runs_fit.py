@@ -54,8 +54,11 @@ def test_published_serving_replica_holds_a_request(row):
     """A replica at the published TP holds its weights and one request's whole context (the planner
     then sizes how many run at once, fits_one_sequence in planner/search_inference.py)."""
     arch = rs._architecture(row)
-    itype = CATALOG.instance(rs.INSTANCE_FOR[row["accelerator"]])
-    accel = CATALOG.accelerator(itype.accelerator)
+    if row["accelerator"] in rs.NEURON_INSTANCE_FOR:  # TP counts logical NeuronCores, as the bench reads it
+        itype, accel = CATALOG.sharded(CATALOG.instance(rs.NEURON_INSTANCE_FOR[row["accelerator"]]))
+    else:
+        itype = CATALOG.instance(rs.INSTANCE_FOR[row["accelerator"]])
+        accel = CATALOG.accelerator(itype.accelerator)
     kv = "fp8" if str(row.get("kv_precision")).startswith("fp8") else "bf16"
     need = inference_memory(arch, rs._weights(str(row["precision"])), kv, row["tp"], 1, 1,
                             row["prompt_tokens"] + row["output_tokens"], accel.is_neuron).total
