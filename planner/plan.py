@@ -90,6 +90,8 @@ class PlanCost(BaseModel):
     instances_usd_per_hour: float | None = None  # the instances alone
     instances_usd_per_training_run: float | None = None
     provisioned: list[ProvisionedCost] = Field(default_factory=list)
+    ranking_rule: str = ""  # the one price rule every candidate was ranked on (planner/price_rule.py)
+    ranking_usd_per_hour: float | None = None  # serving: the chosen instances under that rule
 
 
 class PurchaseOption(BaseModel):
@@ -177,7 +179,8 @@ class Alternative(BaseModel):
     time_to_train_s: float | None = None
     usd_per_training_run: float | None = None
     ranked_by: str = "usd_per_hour"  # the figure the alternatives are ordered by
-    ranking_usd: float = 0.0
+    ranking_usd: float = 0.0  # under the plan's cost.ranking_rule; usd_per_hour is what it would be charged
+    price_estimated: bool = False
     reason: str = ""  # why it lost to the chosen plan
 
 

@@ -80,6 +80,8 @@ def cost_lines(p: Plan) -> list[str]:
     if cost.usd_per_training_run is not None:
         lines.append(f"${cost.usd_per_training_run:,.0f} per training run")
     lines.append(f"price {cost.price_date}: {cost.price_source}")
+    if cost.ranking_usd_per_hour is not None and not cost.ranking_rule.startswith("each type's own"):
+        lines.append(f"ranked at ${cost.ranking_usd_per_hour:,.2f}/h on one rule: {cost.ranking_rule}")
     if cost.provisioned and cost.instances_usd_per_hour is not None:
         lines.append(f"of which instances ${cost.instances_usd_per_hour:,.2f}/h; provisioned with them:")
         lines += [f"  {i.item}: {i.quantity} × {i.size_gib:,.0f} GiB at ${i.usd_per_gib_month:g}/GiB-month = "
