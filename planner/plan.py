@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from planner.kv_sizing import KvSizing
+
 
 class Choice(BaseModel):
     instance_type: str
@@ -217,6 +219,7 @@ class Plan(BaseModel):
     storage: PlanStorage | None = None
     managed: ManagedApi | None = None
     rent_vs_buy: list[OwnedBreakEven] = Field(default_factory=list)
+    kv_sizing: KvSizing | None = None  # serving: the KV policy sized with, the other's count (planner/kv_sizing.py)
 
 
 class PlanSet(BaseModel):

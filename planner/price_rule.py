@@ -37,8 +37,8 @@ def rank_on_one_rule(feasible: list[Candidate], catalog: Catalog, region: str, t
     """Sets each candidate's ranking_objective and returns the rule that ranked, as the plan states it."""
     purchase = feasible[0].purchase if feasible else "on-demand"
     own = OWN_PRICE.format(purchase=purchase)
-    if target != "sagemaker" or any(c.purchase != "on-demand" for c in feasible):
-        return own  # EC2 prices carry no second vintage to rank on; SageMaker commitments are published only
+    if target != "sagemaker" or len(feasible) < 2 or any(c.purchase != "on-demand" for c in feasible):
+        return own  # nothing to rank; EC2 prices carry no second vintage; SageMaker commitments are published only
     why = _why_mixed([(c.itype.name, c.price) for c in feasible], catalog.newest_price_date)
     bases = {c.itype.name: _ec2_on_demand(catalog, c.itype.name, region) for c in feasible}
     if why is None or any(b is None for b in bases.values()):

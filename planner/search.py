@@ -9,6 +9,7 @@ from planner.buying import purchase_reason, purchase_table, storage_section
 from planner.candidates import Candidate, Miss
 from planner.defaults import interactive_defaults
 from planner.host_memory import host_memory_miss
+from planner.kv_sizing import kv_sizing_section
 from planner.managed import compare_managed
 from planner.ownership import rent_vs_buy
 from planner.provisioned import priced
@@ -93,6 +94,9 @@ def plan_workload(w: Workload, catalog: Catalog) -> Plan:
     chosen = feasible[0]
     plan = build_plan(w, chosen, catalog, target, feasible[1:1 + ALTERNATIVES], misses, feasible[1 + ALTERNATIVES:])
     plan.cost.ranking_rule = rule
+    if w.kind == "inference":
+        plan.kv_sizing, kv_warnings = kv_sizing_section(w, chosen, target)
+        plan.warnings += kv_warnings
     if defaulted:
         plan.warnings.insert(0, defaulted)
     return plan
