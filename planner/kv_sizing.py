@@ -81,9 +81,10 @@ def kv_sizing_section(w, chosen, target: str) -> tuple[KvSizing, list[str]]:
     engine, policy = engine_of(s, neuron), effective_policy(s, neuron)
     typical = typical_tokens(s.prompt_tokens, s.output_tokens, engine)
     if typical is None:
+        note = (f"{engine} compiles the KV cache for batch × max_context_tokens (static shapes): worst-case is the "
+                "only sizing")
         return KvSizing(policy=policy, requested=s.kv_sizing, tokens_per_sequence=s.max_context_tokens,
-                        other_policy=policy, note=f"{engine} compiled the KV cache for batch × max_context_tokens "
-                        "(static shapes): worst-case is the only sizing"), []
+                        other_policy=policy, note=note), [f"serving.kv_sizing typical: {note}"] if s.kv_sizing == "typical" else []
     other = "typical" if policy == "worst-case" else "worst-case"
     flipped = w.model_copy(update={"serving": s.model_copy(update={"kv_sizing": other})})
     found = best_inference(flipped, chosen.itype, chosen.accel, chosen.price, target)

@@ -63,7 +63,8 @@ def test_neuron_keeps_worst_case_and_says_why():
                                   serving={"kv_sizing": "typical"},
                                   constraints={"deploy_target": "ec2", "families": ["inf2"]}), bundled())
     assert plan.kv_sizing.policy == "worst-case" and plan.kv_sizing.tokens_per_sequence == 4096
-    assert "compiled" in plan.kv_sizing.note
+    assert "compiles the KV cache" in plan.kv_sizing.note
+    assert any(w.startswith("serving.kv_sizing typical: neuron compiles") for w in plan.warnings)
 
 
 def test_bad_kv_sizing_exits_2_naming_the_field_and_the_values(tmp_path):
