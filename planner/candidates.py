@@ -55,6 +55,12 @@ class Candidate:
     ep: int = 1  # serving: nodes one replica's experts are spread over (expert parallelism across nodes)
     storage_usd_per_hour: float = 0.0  # training: root volumes and FSx (planner/provisioned.py), in the objective
     train_ep: int = 1  # training: DP ranks the routed experts are split over (planner/expert_training.py)
+    ranking_objective: float | None = None  # the objective under the plan's one price rule (planner/price_rule.py)
+
+    @property
+    def ranked(self) -> float:
+        """The figure candidates of different types are compared on: the one price rule's where it applies."""
+        return self.objective if self.ranking_objective is None else self.ranking_objective
 
     @property
     def devices_per_copy(self) -> int:
@@ -77,7 +83,7 @@ class Candidate:
         """Cheapest first (to 3 significant figures, so equal prices tie whatever their rounding);
         ties go to fewer nodes, then fewer network hops, then more memory headroom, then the name:
         never to catalog order (design.md)."""
-        return (float(f"{self.objective:.3g}"), self.nodes, self.network_hops, -round(self.headroom, 4),
+        return (float(f"{self.ranked:.3g}"), self.nodes, self.network_hops, -round(self.headroom, 4),
                 self.itype.name)
 
 

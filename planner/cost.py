@@ -50,7 +50,15 @@ _SAGEMAKER_NONE = {
 
 
 def hourly_price(catalog: Catalog, itype: InstanceType, region: str, target: str, purchase: str) -> HourlyPrice | str:
-    """The per-instance price, or the reason there is none (which rejects the type)."""
+    """The per-instance price, or the reason there is none (which rejects the type), with the catalog's
+    no_price_reason where it says why AWS publishes none."""
+    found = _hourly_price(catalog, itype, region, target, purchase)
+    if isinstance(found, str) and "price" in found and itype.no_price_reason and not itype.prices:
+        return f"{found}: {itype.no_price_reason}"
+    return found
+
+
+def _hourly_price(catalog: Catalog, itype: InstanceType, region: str, target: str, purchase: str) -> HourlyPrice | str:
     field = PURCHASE_FIELD[purchase]
     if target == "sagemaker" and purchase in _SAGEMAKER_NONE:
         return _SAGEMAKER_NONE[purchase]

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from planner.candidates import Candidate
+from planner.price_rule import rank_on_one_rule
 from planner.catalog import Catalog
 from planner.plan import Plan
 from planner.defaults import interactive_defaults
@@ -37,7 +38,7 @@ def relaxed(w: Workload) -> Workload:
 
 def axes_of(c: Candidate, w: Workload) -> tuple[float, ...]:
     """(ranking cost, latency axes...); the cost rounded as the planner's rank key rounds it."""
-    cost = float(f"{c.objective:.3g}")
+    cost = float(f"{c.ranked:.3g}")
     if w.kind == "inference":
         return cost, c.perf.inter_token_latency_s, c.perf.time_to_first_token_s
     return cost, w.training.tokens / c.perf.tokens_per_s
@@ -60,7 +61,10 @@ def plan_axes(p: Plan, w: Workload) -> tuple[float, ...]:
     """axes_of, read from a (corrected) plan's figures."""
     if w.kind == "inference":
         perf = p.performance
-        return float(f"{p.cost.usd_per_hour:.3g}"), perf.inter_token_latency_s, perf.time_to_first_token_s
+        cost = p.cost.usd_per_hour
+        if p.cost.ranking_usd_per_hour is not None and p.cost.instances_usd_per_hour is not None:
+            cost += p.cost.ranking_usd_per_hour - p.cost.instances_usd_per_hour  # the one price rule's figure
+        return float(f"{cost:.3g}"), perf.inter_token_latency_s, perf.time_to_first_token_s
     return float(f"{p.cost.usd_per_training_run:.3g}"), p.performance.time_to_train_s
 
 
@@ -89,9 +93,11 @@ def frontier(w: Workload, catalog: Catalog, correct: Callable[[Plan], Plan] | No
     feasible, misses = search_types(w, catalog, target)
     if not feasible:
         raise_infeasible(w, misses)
+    rank_on_one_rule(feasible, catalog, w.constraints.region, target)
     chosen = min(feasible, key=lambda c: c.rank_key)
     pool: list[Candidate] = []
     search_types(relaxed(w), catalog, target, pool)
+    rank_on_one_rule(pool, catalog, w.constraints.region, target)
     points = non_dominated(pool, w)
     # The relaxed pool holds every layout the constrained search could choose, and nothing no costlier
     # beats the chosen plan on latency (it would meet the targets and be chosen), so it is a point.

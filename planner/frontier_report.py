@@ -18,11 +18,21 @@ def pins(p: Plan) -> dict:
     return {"constraints": {"instance_types": [p.choice.instance_type]}, "layout": layout}
 
 
+def ranked_usd_per_month(p: Plan) -> float:
+    """A serving plan's monthly cost as it was ranked: under the one price rule (planner/price_rule.py) its
+    instances at the rule's figure, else what it is charged."""
+    cost = p.cost
+    if cost.ranking_usd_per_hour is None or cost.instances_usd_per_hour is None:
+        return cost.usd_per_month
+    return cost.usd_per_month + (cost.ranking_usd_per_hour - cost.instances_usd_per_hour) * cost.hours_per_month
+
+
 def values(f: Frontier, p: Plan) -> list[float]:
-    """The point's coordinates on f.axes."""
-    perf, cost = p.performance, p.cost
+    """The point's coordinates on f.axes (cost as ranked, so the planner's choice is the cheapest point)."""
+    perf = p.performance
     if f.kind == "inference":
-        return [cost.usd_per_month, perf.inter_token_latency_s * 1e3, perf.time_to_first_token_s * 1e3]
+        return [ranked_usd_per_month(p), perf.inter_token_latency_s * 1e3, perf.time_to_first_token_s * 1e3]
+    cost = p.cost
     return [cost.usd_per_training_run, perf.time_to_train_s / 3600]
 
 
@@ -49,7 +59,9 @@ def rows(f: Frontier) -> list[list[str]]:
 
 def header(f: Frontier) -> list[str]:
     if f.kind == "inference":
-        return ["#", "plan", "layout", "$/month", "ITL ms", "TTFT ms", "tok/s per replica"]
+        ranked = any(ranked_usd_per_month(p) != p.cost.usd_per_month for p in f.points)
+        return ["#", "plan", "layout", "$/month as ranked (one price rule)" if ranked else "$/month", "ITL ms",
+                "TTFT ms", "tok/s per replica"]
     return ["#", "plan", "layout", "$/run", "time to train h"]
 
 

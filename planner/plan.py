@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from planner.kv_sizing import KvSizing
+
 
 class Choice(BaseModel):
     instance_type: str
@@ -92,6 +94,8 @@ class PlanCost(BaseModel):
     instances_usd_per_hour: float | None = None  # the instances alone
     instances_usd_per_training_run: float | None = None
     provisioned: list[ProvisionedCost] = Field(default_factory=list)
+    ranking_rule: str = ""  # the one price rule every candidate was ranked on (planner/price_rule.py)
+    ranking_usd_per_hour: float | None = None  # serving: the chosen instances under that rule
 
 
 class PurchaseOption(BaseModel):
@@ -179,7 +183,8 @@ class Alternative(BaseModel):
     time_to_train_s: float | None = None
     usd_per_training_run: float | None = None
     ranked_by: str = "usd_per_hour"  # the figure the alternatives are ordered by
-    ranking_usd: float = 0.0
+    ranking_usd: float = 0.0  # under the plan's cost.ranking_rule; usd_per_hour is what it would be charged
+    price_estimated: bool = False
     reason: str = ""  # why it lost to the chosen plan
 
 
@@ -216,6 +221,7 @@ class Plan(BaseModel):
     storage: PlanStorage | None = None
     managed: ManagedApi | None = None
     rent_vs_buy: list[OwnedBreakEven] = Field(default_factory=list)
+    kv_sizing: KvSizing | None = None  # serving: the KV policy sized with, the other's count (planner/kv_sizing.py)
 
 
 class PlanSet(BaseModel):

@@ -62,11 +62,20 @@ def performance_lines(p: Plan) -> list[str]:
         return [f"{_banded(perf, 'output_tokens_per_s', 1, ',.0f')} output tokens/s "
                 f"({_banded(perf, 'output_tokens_per_s_per_replica', 1, ',.0f')} per replica)",
                 f"time to first token {_banded(perf, 'time_to_first_token_s', 1e3, ',.0f', ' ms')}, inter-token latency "
-                f"{_banded(perf, 'inter_token_latency_s', 1e3, ',.1f', ' ms')}", f"bound by {perf.bound}"] + edge
+                f"{_banded(perf, 'inter_token_latency_s', 1e3, ',.1f', ' ms')}", f"bound by {perf.bound}"] + edge + kv_lines(p)
     return [f"{_banded(perf, 'training_tokens_per_s', 1, ',.0f')} tokens/s, step {perf.step_time_s:,.2f} s, "
             f"{_banded(perf, 'achieved_tflops_per_device', 1, ',.0f')} TFLOP/s per device "
             f"(MFU {perf.model_flops_utilization:.1%})",
             f"time to train {_banded(perf, 'time_to_train_s', 1 / 3600, ',.1f', ' h')}", f"bound by {perf.bound}"] + edge
+
+
+def kv_lines(p: Plan) -> list[str]:
+    """The KV policy the plan was sized with (serving.kv_sizing); the other's count is among the warnings."""
+    kv = p.kv_sizing
+    if kv is None:
+        return []
+    block = f" in {kv.block_tokens}-token blocks" if kv.policy == "typical" and kv.block_tokens else ""
+    return [f"KV cache sized {kv.policy}: {kv.tokens_per_sequence:,} tokens per sequence{block}"]
 
 
 def _kind(p: Plan) -> str:
@@ -82,6 +91,8 @@ def cost_lines(p: Plan) -> list[str]:
     if cost.usd_per_training_run is not None:
         lines.append(f"${cost.usd_per_training_run:,.0f} per training run")
     lines.append(f"price {cost.price_date}: {cost.price_source}")
+    if cost.ranking_usd_per_hour is not None and not cost.ranking_rule.startswith("each type's own"):
+        lines.append(f"ranked at ${cost.ranking_usd_per_hour:,.2f}/h on one rule: {cost.ranking_rule}")
     if cost.provisioned and cost.instances_usd_per_hour is not None:
         lines.append(f"of which instances ${cost.instances_usd_per_hour:,.2f}/h; provisioned with them:")
         lines += [f"  {i.item}: {i.quantity} × {i.size_gib:,.0f} GiB at ${i.usd_per_gib_month:g}/GiB-month = "

@@ -9,9 +9,11 @@ from planner.buying import purchase_reason, purchase_table, storage_section
 from planner.candidates import Candidate, Miss
 from planner.defaults import interactive_defaults
 from planner.host_memory import host_memory_miss
+from planner.kv_sizing import kv_sizing_section
 from planner.managed import compare_managed
 from planner.ownership import rent_vs_buy
 from planner.provisioned import priced
+from planner.price_rule import one_rule_reason, rank_on_one_rule
 from planner.catalog import Catalog, InstanceType
 from planner.cost import HourlyPrice, deploy_target, price_book, price_vintage_notes, purchase_options, usd_per_million_tokens
 from planner.errors import InfeasibleError, NearMiss, SpecError
@@ -90,9 +92,14 @@ def plan_workload(w: Workload, catalog: Catalog) -> Plan:
     feasible, misses = search_types(w, catalog, target)
     if not feasible:
         raise_infeasible(w, misses)
+    rule = rank_on_one_rule(feasible, catalog, w.constraints.region, target)
     feasible.sort(key=lambda cand: cand.rank_key)
     chosen = feasible[0]
     plan = build_plan(w, chosen, catalog, target, feasible[1:1 + ALTERNATIVES], misses, feasible[1 + ALTERNATIVES:])
+    plan.cost.ranking_rule = rule
+    if w.kind == "inference":
+        plan.kv_sizing, kv_warnings = kv_sizing_section(w, chosen, target)
+        plan.warnings += kv_warnings
     if defaulted:
         plan.warnings.insert(0, defaulted)
     return plan
@@ -200,23 +207,26 @@ def _tie_break(c: Candidate, other: Candidate) -> str:
 
 
 def why_not(c: Candidate, chosen: Candidate, kind: str) -> str:
-    """Why a feasible candidate lost, in the figure that ranked it."""
+    """Why a feasible candidate lost, in the figure that ranked it (and, under the one price rule, the
+    figure it would be charged beside it)."""
     _, unit = ranking_unit(kind)
+    charged = "" if c.ranking_objective is None else \
+        f"; charged {_usd(c.objective, unit)} ({'estimated' if c.price.estimated else 'published'})"
     if c.rank_key[0] != chosen.rank_key[0]:
-        extra = c.objective / chosen.objective - 1 if chosen.objective > 0 else float("inf")
-        return f"costlier: {_usd(c.objective, unit)} vs {_usd(chosen.objective, unit)} (+{extra:.1%})"
-    return f"same cost ({_usd(c.objective, unit)}) but {_tie_break(c, chosen)}"
+        extra = c.ranked / chosen.ranked - 1 if chosen.ranked > 0 else float("inf")
+        return f"costlier: {_usd(c.ranked, unit)} vs {_usd(chosen.ranked, unit)} (+{extra:.1%}){charged}"
+    return f"same cost ({_usd(c.ranked, unit)}{charged}) but {_tie_break(c, chosen)}"
 
 
 def why_chosen(chosen: Candidate, runner_up: Candidate | None, kind: str) -> str:
     _, unit = ranking_unit(kind)
     if runner_up is None:
-        return f"the only feasible plan ({_usd(chosen.objective, unit)})"
+        return f"the only feasible plan ({_usd(chosen.ranked, unit)})"
     name = f"{runner_up.itype.name} × {runner_up.nodes}"
     if runner_up.rank_key[0] != chosen.rank_key[0]:
-        return (f"cheapest feasible plan at {_usd(chosen.objective, unit)}; next best {name} at "
-                f"{_usd(runner_up.objective, unit)}")
-    return f"ties {name} on cost ({_usd(chosen.objective, unit)}); {name} has {_tie_break(runner_up, chosen)}"
+        return (f"cheapest feasible plan at {_usd(chosen.ranked, unit)}; next best {name} at "
+                f"{_usd(runner_up.ranked, unit)}")
+    return f"ties {name} on cost ({_usd(chosen.ranked, unit)}); {name} has {_tie_break(runner_up, chosen)}"
 
 
 def _hours(w: Workload) -> float:
@@ -236,6 +246,8 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
                     reason=why_chosen(cand, alternatives[0] if alternatives else None, w.kind))
     ranked = [c.price for c in alternatives + also_feasible]
     vintage_reasons, vintage_warnings = price_vintage_notes(cand.price, ranked, catalog.newest_price_date)
+    if cand.ranking_objective is not None:  # the rule replaced the mixed ranking the notes describe
+        vintage_reasons = [one_rule_reason(catalog, cand)]
     if vintage_reasons:
         choice.reason += "; " + "; ".join(vintage_reasons)
     platform = "neuron" if accel.is_neuron else "gpu"
@@ -271,7 +283,8 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
         _with_band(performance, platform, w, any(targets))
         cost = PlanCost(usd_per_hour=cand.usd_per_hour, usd_per_month=cand.usd_per_hour * hours, hours_per_month=hours,
                         usd_per_million_output_tokens=usd_per_million_tokens(cand.usd_per_hour, aggregate),
-                        price_source=cand.price.source, price_date=cand.price.date, price_estimated=cand.price.estimated)
+                        price_source=cand.price.source, price_date=cand.price.date, price_estimated=cand.price.estimated,
+                        ranking_usd_per_hour=cand.ranked)
         if arch.max_context_tokens and w.serving.max_context_tokens > arch.max_context_tokens:
             warnings.append(f"max_context_tokens {w.serving.max_context_tokens} exceeds the model's trained context "
                             f"({arch.max_context_tokens})")
@@ -339,7 +352,8 @@ def _alternative(c: Candidate, chosen: Candidate, w: Workload, hours: float) -> 
                        data_parallel=c.dp, replicas=c.replicas, required_per_device_bytes=c.memory.total,
                        usd_per_hour=c.usd_per_hour + c.storage_usd_per_hour,
                        usd_per_month=(c.usd_per_hour + c.storage_usd_per_hour) * hours,
-                       ranked_by=ranking_unit(w.kind)[0], ranking_usd=c.objective, reason=why_not(c, chosen, w.kind),
+                       ranked_by=ranking_unit(w.kind)[0], ranking_usd=c.ranked, price_estimated=c.price.estimated,
+                       reason=why_not(c, chosen, w.kind),
                        **extra)
 
 

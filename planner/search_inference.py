@@ -17,6 +17,7 @@ from planner.bands import slow_factor
 from planner.candidates import Candidate, Miss, memory_miss, pinned_tp_miss, tensor_parallel_options
 from planner.catalog import Accelerator, InstanceType
 from planner.cost import HourlyPrice
+from planner.kv_sizing import serving_kv_tokens
 from planner.memory import inference_memory
 from planner.performance import ServingEstimate, serving_estimate
 from planner.spec import Workload
@@ -119,10 +120,11 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
                 return estimates[key]
 
             def memory_at(n: int):
-                base = inference_memory(arch, w.precision, s.kv_cache_precision, tp, pp, spread_at(n).peak,
-                                        s.max_context_tokens, neuron, ep)
+                peak = spread_at(n).peak
+                kv_tokens = serving_kv_tokens(s, neuron, peak)  # serving.kv_sizing (planner/kv_sizing.py)
+                base = inference_memory(arch, w.precision, s.kv_cache_precision, tp, pp, peak, kv_tokens, neuron, ep)
                 draft_weights, draft_kv = draft_memory_bytes(speculation, w.precision, s.kv_cache_precision, tp,
-                                                             spread_at(n).peak, s.max_context_tokens)
+                                                             peak, kv_tokens)
                 return replace(base, weights=base.weights + draft_weights, kv_cache=base.kv_cache + draft_kv)
 
             def fits_one_sequence() -> bool:
@@ -168,7 +170,7 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
             if fit is None:
                 need = memory_at(hi * step).total
                 miss = memory_miss(itype, accel, usable, need, f"at TP {tp} × PP {pp} with {spread_at(hi * step).peak} "
-                                   f"sequences of {s.max_context_tokens} tokens per replica"
+                                   f"sequences of {serving_kv_tokens(s, neuron, spread_at(hi * step).peak)} tokens per replica"
                                    f"{cap if fits_one_sequence() else ''}").nearer(miss)
                 continue
             good = _first_true(fit, hi, lambda u: targets_met(u * step))

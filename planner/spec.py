@@ -98,6 +98,9 @@ class Serving(_Section):
     # interactive: with no latency target, planner/defaults.py holds the plan to interactive ones; batch: none
     mode: Literal["interactive", "batch"] = "interactive"
     kv_cache_precision: Literal["fp32", "bf16", "fp16", "fp8", "int8"] = "fp16"
+    # KV reserved per sequence: max_context_tokens (worst-case), or prompt + output tokens in the engine's
+    # KV blocks (typical: admits more sequences, at a preemption risk; planner/kv_sizing.py)
+    kv_sizing: Literal["worst-case", "typical"] = "worst-case"
     # Expected share of each prompt already in the engine's prefix cache (shared system prompt, chat
     # history, few-shot examples): that part is not prefilled again (planner/prefix.py).
     prefix_hit_share: float = Field(default=0.0, ge=0, lt=1)

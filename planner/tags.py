@@ -22,6 +22,7 @@ from typing import get_args
 from pydantic import ValidationError
 
 from planner.catalog import Catalog
+from planner.kv_sizing import kv_tokens_per_sequence
 from planner.memory import MemoryBreakdown, TrainingSetup, inference_memory, training_memory
 from planner.plan import Plan
 from planner.presets import Architecture, presets
@@ -135,8 +136,10 @@ def plan_tags(plan: Plan, w: Workload, environment: str = "production") -> dict[
     if custom:
         tags[ARCHITECTURE] = architecture_tag(w.architecture)
     if w.kind == "inference":
+        typical = plan.kv_sizing is not None and plan.kv_sizing.policy == "typical"  # the pack sizes as the plan did
         tags[PREFIX + "serving"] = _pairs({"ctx": w.serving.max_context_tokens, "kv": w.serving.kv_cache_precision,
-                                           "engine": plan.engine})
+                                           "engine": plan.engine, "kvs": "typical" if typical else None,
+                                           "kvt": plan.kv_sizing.tokens_per_sequence if typical else None})
     else:
         t = w.training
         tags[PREFIX + "training"] = _pairs({"method": t.method, "seq": t.sequence_length, "opt": t.optimizer,
@@ -197,13 +200,17 @@ def _layout(text: str) -> dict[str, int | str]:
 
 def _serving(text: str) -> dict[str, str | int]:
     tag = PREFIX + "serving"
-    raw = _unpairs(tag, text, {"ctx", "kv", "engine"})
+    raw = _unpairs(tag, text, {"ctx", "kv", "engine", "kvs", "kvt"})
     if "ctx" not in raw:
         raise TagError(tag, "ctx= is missing")
     fields = Serving.model_fields
-    return {"ctx": _int(tag, "ctx", raw["ctx"], 1, 10_000_000),
+    ctx = _int(tag, "ctx", raw["ctx"], 1, 10_000_000)
+    return {"ctx": ctx,
             "kv": _choice(tag, "kv", raw.get("kv", "fp16"), get_args(fields["kv_cache_precision"].annotation)),
-            "engine": _choice(tag, "engine", raw.get("engine", "vllm"), get_args(fields["engine"].annotation))}
+            "engine": _choice(tag, "engine", raw.get("engine", "vllm"), get_args(fields["engine"].annotation)),
+            # serving.kv_sizing: typical sizes kvt= tokens per sequence (planner/kv_sizing.py), at most ctx=
+            "kvs": _choice(tag, "kvs", raw.get("kvs", "worst-case"), get_args(fields["kv_sizing"].annotation)),
+            "kvt": _int(tag, "kvt", raw.get("kvt", str(ctx)), 1, ctx)}
 
 
 def _training(text: str) -> dict[str, str | int]:
@@ -299,8 +306,9 @@ def required_memory(tagged: TaggedWorkload, catalog: Catalog, instance_type: str
     tp, pp = tagged.int_of("tp"), tagged.int_of("pp")  # in the type's sharding unit: GPUs or NeuronCores
     accel = catalog.accelerator(itype.accelerator)
     if tagged.kind == "inference":
-        return inference_memory(arch, tagged.precision, str(tagged.details["kv"]), tp, pp, tagged.int_of("batch"),
-                                int(tagged.details["ctx"]), accel.is_neuron)
+        d, batch = tagged.details, tagged.int_of("batch")
+        tokens = kv_tokens_per_sequence(str(d.get("kvs", "worst-case")), int(d["ctx"]), int(d.get("kvt", d["ctx"])), batch)
+        return inference_memory(arch, tagged.precision, str(d["kv"]), tp, pp, batch, tokens, accel.is_neuron)
     d = tagged.details
     setup = TrainingSetup(str(d["method"]), tagged.precision, str(d["opt"]), str(d["grad"]), int(d["rank"]),
                           int(d["seq"]))

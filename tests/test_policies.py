@@ -115,7 +115,8 @@ def test_memory_headroom_config_is_a_floor():
     resources = stack(expected=True)
     assert mandatory(resources, {"accelerator-memory-fits": {"minHeadroom": 0.05}}) == []
     found = {r: m for p, r, m in mandatory(resources, {"accelerator-memory-fits": {"minHeadroom": 0.75}})}
-    assert "20.0 GiB usable after 75% headroom" in found["chat-70b-config"]
+    # chat-70b at the expected estimate is ml.p4d.24xlarge (40 GiB A100s) since issue 27's one price rule
+    assert "10.0 GiB usable after 75% headroom" in found["chat-70b-config"]
 
 
 # The probes that passed before (issue 12), each on the 70B endpoint moved to ml.g5.48xlarge with the
@@ -175,7 +176,7 @@ def test_the_memory_rule_sizes_from_the_engine_not_the_tags():
     model["OPTION_MAX_ROLLING_BATCH_SIZE"] = "64"
     found = [m for p, _, m in mandatory(resources) if p == "accelerator-memory-fits"]
     assert any("says ctx=8192 but the engine's context is 131072" in m for m in found)
-    assert any(m.startswith("ml.p4de.24xlarge has 80.0 GiB per A100-80GB (72.0 GiB usable") for m in found), found
+    assert any(m.startswith("ml.p4d.24xlarge has 40.0 GiB per A100-40GB (36.0 GiB usable") for m in found), found
 
 
 @pytest.mark.parametrize("where, instance_type, expected", [

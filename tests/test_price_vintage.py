@@ -14,14 +14,24 @@ CHAT_70B = {"kind": "inference", "model": {"preset": "llama-3.1-70b"},
                         "max_time_to_first_token_ms": 2000, "max_inter_token_latency_ms": 80}}
 
 
-def test_the_issue_case_says_it_ranked_an_estimate_against_an_older_published_price():
-    """ml.p4de.24xlarge (EC2 × markup, 2025-11-30) beat ml.p4d.24xlarge (published, 2024): said so."""
-    # at the estimate itself: the `likely` edge (issue 25's default) moves this case to p5en.48xlarge, and
-    # the test is about the price-vintage notes, not the accuracy band
+def test_the_issue_case_ranks_on_one_rule_instead_of_noting_the_mix():
+    """ml.p4de.24xlarge (EC2 × markup, 2025-11-30) beat ml.p4d.24xlarge (published, 2024): now every type
+    ranks on EC2 × one ratio (tests/test_price_rule.py), so the mixed-vintage notes give way to the rule."""
     plan = plan_workload(workload(**CHAT_70B, constraints={"confidence": "expected"}), bundled())
-    assert plan.choice.instance_type == "p4de.24xlarge" and plan.cost.price_estimated
-    assert "ranked an estimated price against published ones" in plan.choice.reason
-    assert "prices of different vintages ranked together (2024-03-26 to 2026-01-21)" in plan.choice.reason
+    assert plan.choice.instance_type == "p4d.24xlarge" and not plan.cost.price_estimated
+    assert "ranked an estimated price against published ones" not in plan.choice.reason
+    assert "ranked on one rule" in plan.choice.reason
+
+
+def test_ec2_prices_of_two_vintages_are_said_to_be_ranked_together():
+    """EC2 has no second price to rank on: a stale overlay price ranks as it is, and the reason says so."""
+    catalog = with_overlay(bundled(), {"instance_types": [{
+        **bundled().instance("g6e.xlarge").model_dump(exclude_none=True),
+        "prices": {"us-east-1": {"ec2": {"on_demand": 0.5, "source": "old list", "date": "2024-01-15"}}}}]}, "o.yaml")
+    plan = plan_workload(workload(kind="inference", model={"preset": "llama-3.1-8b"},
+                                  constraints={"deploy_target": "ec2", "families": ["g6e"]}), catalog)
+    assert "prices of different vintages ranked together (2024-01-15 to 2025-11-30)" in plan.choice.reason
+    assert plan.cost.ranking_rule == "each type's own on-demand price"
 
 
 def test_notes_follow_the_prices():
