@@ -10,7 +10,7 @@ from planner.bands import slow_factor
 from planner.candidates import Candidate, Miss, memory_miss, pinned_tp_miss, tensor_parallel_options
 from planner.catalog import Accelerator, InstanceType
 from planner.cost import HourlyPrice
-from planner.memory import TrainingSetup, training_memory
+from planner.memory import MemoryBreakdown, TrainingSetup, training_memory
 from planner.provisioned import fsx_usd_per_hour, root_volumes_usd_per_hour
 from planner.purchase import RunQuote, interruptions_per_month, training_quote
 from planner.storage import FSX_MAX_GIB, StoragePlan, plan_storage, storage_refusal
@@ -46,6 +46,31 @@ def pipeline_options(layers: int) -> tuple[int, ...]:
     """Stage counts that split the layers evenly, plus powers of two (Megatron allows uneven stages)."""
     return tuple(p for p in range(1, layers + 1) if layers % p == 0 or p & (p - 1) == 0)
 
+# Memory depends on the model and the layout, not on the instance type: every type with the same
+# FlashAttention and Neuron flags sizes the same layouts (the 405B search at max_nodes 4,096 sized 30,135
+# layouts, most of them more than once). One table per (model, setup, flags), the last few kept: a file of
+# many workloads of one model reuses them, and memory stays bounded.
+_MEMORY_TABLES: dict[tuple, dict[tuple, MemoryBreakdown]] = {}
+MEMORY_TABLES_KEPT = 8
+
+
+def memory_table(arch, setup: TrainingSetup, flash: bool, neuron: bool) -> dict[tuple, MemoryBreakdown]:
+    """The memory already sized for this model and setup, by (TP, PP, DP, ZeRO, micro-batch, micro-batches,
+    recompute); exact, since the same inputs give the same figures."""
+    key = (arch.model_dump_json(), setup, flash, neuron)
+    table = _MEMORY_TABLES.pop(key, None)
+    if table is None:
+        table = {}
+        while len(_MEMORY_TABLES) >= MEMORY_TABLES_KEPT:
+            del _MEMORY_TABLES[next(iter(_MEMORY_TABLES))]  # the least recently used
+    _MEMORY_TABLES[key] = table
+    return table
+
+
+def clear_memory_tables() -> None:
+    _MEMORY_TABLES.clear()
+
+
 def global_batch_sequences(w: Workload) -> int:
     t = w.training
     tokens = t.global_batch_tokens or DEFAULT_BATCH_TOKENS[w.kind]
@@ -70,9 +95,10 @@ def run_storage_usd_per_hour(w: Workload, storage: StoragePlan, mem, devices_per
 
 
 def run_quotes(w: Workload, book: dict[str, HourlyPrice], nodes: int, train_s: float,
-               tokens_per_s: float) -> dict[str, RunQuote | str]:
-    """Each option's way to buy this run, or why it cannot."""
-    storage = run_storage(w, tokens_per_s, nodes)
+               tokens_per_s: float, storage: StoragePlan | None = None) -> dict[str, RunQuote | str]:
+    """Each option's way to buy this run, or why it cannot; `storage` when the caller already planned it
+    (the search plans each surviving candidate's storage once, for the refusal and the quotes alike)."""
+    storage = storage or run_storage(w, tokens_per_s, nodes)
     refused = storage_refusal(storage)
     if refused:
         return {purchase: refused for purchase in book}
@@ -133,9 +159,15 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
     best: Candidate | None = None
     miss: Miss | None = None
 
+    sized = memory_table(arch, setup, flash, neuron)
+
     def memory(tp, pp, dp, zero, mb, ck):
         m = math.ceil(seqs / (dp * mb))
-        return m, training_memory(arch, setup, tp, pp, dp, zero, mb, m, ck, flash, VIRTUAL_PIPELINE_STAGES, neuron)
+        key = (tp, pp, dp, zero, mb, m, ck)
+        if (mem := sized.get(key)) is None:
+            mem = sized[key] = training_memory(arch, setup, tp, pp, dp, zero, mb, m, ck, flash,
+                                               VIRTUAL_PIPELINE_STAGES, neuron)
+        return m, mem
 
     for tp in tps:
         for pp in pps:
@@ -171,7 +203,7 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
                 if refused := storage_refusal(storage):
                     miss = Miss(refused, storage.fsx.storage_capacity_gib / FSX_MAX_GIB, stage=2).nearer(miss)
                     continue
-                priced = run_quotes(w, book, nodes, time_to_train_s, est.tokens_per_s).values()
+                priced = run_quotes(w, book, nodes, time_to_train_s, est.tokens_per_s, storage).values()
                 quotes = sorted((q for q in priced if not isinstance(q, str)), key=lambda q: (q.usd_per_run, q.wall_s))
                 if not quotes:
                     miss = Miss("; ".join(priced), stage=2).nearer(miss)

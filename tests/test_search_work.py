@@ -1,0 +1,65 @@
+"""The training search does each piece of work once (issue 29): a layout's memory is sized once per
+search (it depends on the model and the layout, not on the instance type), and a surviving candidate's
+storage and purchase options are priced once, not once for the storage check and again for the quotes."""
+
+from __future__ import annotations
+
+import planner.search_training as st
+from planner.catalog import bundled
+from planner.search import plan_workload
+from planner.spec import parse_workloads
+
+TRAINING_405B = {"name": "train-405b", "kind": "training", "model": {"preset": "llama-3.1-405b"},
+                 "training": {"tokens": 1.0e12, "sequence_length": 8192, "global_batch_tokens": 1.6e7,
+                              "deadline_hours": 2160}, "constraints": {"max_nodes": 512}}
+
+
+def _workload(spec: dict = TRAINING_405B):
+    return parse_workloads({"workloads": [spec]}, "t.yaml").workloads[0]
+
+
+def test_each_layout_memory_is_sized_once_across_the_catalog(monkeypatch):
+    st.clear_memory_tables()
+    sized: list[tuple] = []
+    real = st.training_memory
+
+    def counted(arch, setup, *layout):
+        sized.append(layout)
+        return real(arch, setup, *layout)
+
+    monkeypatch.setattr(st, "training_memory", counted)
+    plan = plan_workload(_workload(), bundled())
+    assert plan.choice.instance_type  # a real search ran
+    assert len(sized) > 1000
+    assert len(sized) == len(set(sized))
+
+
+def test_a_surviving_candidate_storage_is_planned_once(monkeypatch):
+    planned: list[tuple] = []
+    real = st.plan_storage
+
+    def counted(arch, **kwargs):
+        planned.append((kwargs["tokens_per_s"], kwargs["nodes"]))
+        return real(arch, **kwargs)
+
+    monkeypatch.setattr(st, "plan_storage", counted)
+    w = _workload()
+    catalog = bundled()
+    itype = catalog.instance("p6-b200.48xlarge")
+    sharded, device = catalog.sharded(itype)
+    from planner.cost import price_book, purchase_options
+
+    book = price_book(catalog, itype, w.constraints.region, "ec2", purchase_options(w.kind, "auto"))
+    found = st.best_training(w, sharded, device, book)
+    assert found.nodes >= 1 and len(planned) > 5
+    assert len(planned) == len(set(planned))
+
+
+def test_cached_memory_is_the_memory_the_formula_gives():
+    st.clear_memory_tables()
+    w = _workload()
+    catalog = bundled()
+    fresh = plan_workload(w, catalog)
+    cached = plan_workload(w, catalog)  # every layout's memory now comes from the table
+    assert cached.memory.per_device_bytes == fresh.memory.per_device_bytes
+    assert cached.layout == fresh.layout and cached.cost.usd_per_training_run == fresh.cost.usd_per_training_run
