@@ -57,18 +57,38 @@ MEMORY_TABLES_KEPT = 8
 def memory_table(arch, setup: TrainingSetup, flash: bool, neuron: bool) -> dict[tuple, MemoryBreakdown]:
     """The memory already sized for this model and setup, by (TP, PP, DP, ZeRO, micro-batch, micro-batches,
     recompute); exact, since the same inputs give the same figures."""
-    key = (arch.model_dump_json(), setup, flash, neuron)
-    table = _MEMORY_TABLES.pop(key, None)
+    return _lru_table(_MEMORY_TABLES, (arch.model_dump_json(), setup, flash, neuron), MEMORY_TABLES_KEPT)
+
+
+# The fastest layout of a (TP, PP, DP) on a type is physics only: the model, setup, batch and the
+# hardware, never the token budget, deadline, prices or region. `gpuplan frontier` searches the spec and
+# its deadline-free twin (the same physics twice), and a fleet file repeats models at new budgets.
+_FIT_TABLES: dict[tuple, dict[tuple, tuple | None]] = {}
+FIT_TABLES_KEPT = 512  # (setup, type) pairs: ~20 training types × a few dozen setups
+
+
+def _lru_table(tables: dict, key: tuple, kept: int) -> dict:
+    table = tables.pop(key, None)
     if table is None:
         table = {}
-        while len(_MEMORY_TABLES) >= MEMORY_TABLES_KEPT:
-            del _MEMORY_TABLES[next(iter(_MEMORY_TABLES))]  # the least recently used
-    _MEMORY_TABLES[key] = table
+        while len(tables) >= kept:
+            del tables[next(iter(tables))]  # the least recently used
+    tables[key] = table
     return table
+
+
+def fit_table(arch, setup: TrainingSetup, precision: str, seqs: int, itype: InstanceType, accel: Accelerator,
+              usable_bytes: float) -> dict[tuple, tuple | None]:
+    """_fastest_fit's answers already found for this physics, by (TP, PP, DP, recompute modes, ZeRO stages,
+    micro-batches); exact, since it reads nothing else."""
+    key = (arch.model_dump_json(), setup, precision, seqs, itype.model_dump_json(), accel.model_dump_json(),
+           usable_bytes)
+    return _lru_table(_FIT_TABLES, key, FIT_TABLES_KEPT)
 
 
 def clear_memory_tables() -> None:
     _MEMORY_TABLES.clear()
+    _FIT_TABLES.clear()
 
 
 def global_batch_sequences(w: Workload) -> int:
@@ -160,6 +180,7 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
     miss: Miss | None = None
 
     sized = memory_table(arch, setup, flash, neuron)
+    fits = fit_table(arch, setup, w.precision, seqs, itype, accel, usable)
 
     def memory(tp, pp, dp, zero, mb, ck):
         m = math.ceil(seqs / (dp * mb))
@@ -193,8 +214,12 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
                                        f"at {nodes} node(s), TP {tp} × PP {pp} × DP {dp}, ZeRO-{max(zeros)}, "
                                        f"micro-batch {min(mbs)}, {ckpts[-1]} recompute").nearer(miss)
                     continue
-                found = _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs,
-                                     ckpts, zeros, mbs, memory)
+                fit_key = (tp, pp, dp, ckpts, zeros, mbs)
+                if fit_key in fits:
+                    found = fits[fit_key]
+                else:
+                    found = fits[fit_key] = _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp,
+                                                         seqs, ckpts, zeros, mbs, memory)
                 if found is None:
                     continue
                 layout, mem, est = found

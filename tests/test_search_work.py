@@ -63,3 +63,20 @@ def test_cached_memory_is_the_memory_the_formula_gives():
     cached = plan_workload(w, catalog)  # every layout's memory now comes from the table
     assert cached.memory.per_device_bytes == fresh.memory.per_device_bytes
     assert cached.layout == fresh.layout and cached.cost.usd_per_training_run == fresh.cost.usd_per_training_run
+
+
+def test_frontier_times_each_layout_once_for_the_spec_and_its_deadline_free_twin(monkeypatch):
+    from planner.frontier import frontier
+
+    st.clear_memory_tables()
+    timed: list[tuple] = []
+    real = st._fastest_fit
+
+    def counted(arch, itype, accel, w, setup, work, usable, tp, pp, dp, *rest):
+        timed.append((itype.name, tp, pp, dp))
+        return real(arch, itype, accel, w, setup, work, usable, tp, pp, dp, *rest)
+
+    monkeypatch.setattr(st, "_fastest_fit", counted)
+    found = frontier(_workload({**TRAINING_405B, "constraints": {"max_nodes": 128}}), bundled())
+    assert len(found.points) >= 2 and len(timed) > 100
+    assert len(timed) == len(set(timed))
