@@ -12,8 +12,9 @@ from planner.catalog import Accelerator, InstanceType
 from planner.cost import HourlyPrice
 from planner.memory import MemoryBreakdown, TrainingSetup, training_memory
 from planner.provisioned import fsx_usd_per_hour, root_volumes_usd_per_hour
-from planner.purchase import RunQuote, interruptions_per_month, training_quote
-from planner.storage import FSX_MAX_GIB, StoragePlan, plan_storage, storage_refusal
+from planner.purchase import COMMITMENT_YEARS, RunQuote, interruptions_per_month, training_quote
+from planner.storage import (FSX_MAX_GIB, S3_MB_S_PER_NODE, StoragePlan, plan_storage, storage_rates,
+                             storage_refusal)
 from planner.training_time import (VIRTUAL_PIPELINE_STAGES, TrainingLayout, model_flops_per_token, training_step,
                                    training_work)
 from planner.units import compute_precision
@@ -102,6 +103,30 @@ def run_storage(w: Workload, tokens_per_s: float, nodes: int) -> StoragePlan:
                         lora_rank=t.lora_rank, tokens=t.tokens, tokens_per_s=tokens_per_s, nodes=nodes,
                         dataset_format=t.dataset_format, checkpoint_interval_s=t.checkpoint_interval_minutes * 60,
                         max_checkpoint_share=t.max_checkpoint_share, region=w.constraints.region)
+
+
+def unpriced_verdict(w: Workload, book: dict[str, HourlyPrice], nodes: int, train_s: float, tokens_per_s: float,
+                     best_usd: float, slow: float) -> str | None:
+    """What pricing a layout would conclude, when that is sure without pricing it: "worse" (it meets the
+    deadline but cannot beat `best_usd`, the best rank key's cost) or "late" (it misses the deadline);
+    None when it must be priced. Every option's run costs at least the cheapest $/h × nodes × train_s (spot
+    and capacity blocks only add time or whole days; storage adds cost), and on-demand or a commitment
+    always quotes (never refused) at exactly train_s, so the fastest quote takes train_s. Storage is
+    refused only on FSx, so a run that streams from S3 needs no sizing."""
+    if not any(p == "on-demand" or p in COMMITMENT_YEARS for p in book):
+        return None
+    floor_usd = min(price.usd_per_hour for price in book.values()) * nodes * train_s / 3600 * (1 - 1e-9)
+    if float(f"{floor_usd:.3g}") <= best_usd:
+        return None
+    t = w.training
+    *_, per_node_mb_s = storage_rates(w.architecture, method=t.method, precision=w.precision, optimizer=t.optimizer,
+                                      lora_rank=t.lora_rank, tokens=t.tokens, tokens_per_s=tokens_per_s, nodes=nodes,
+                                      dataset_format=t.dataset_format,
+                                      checkpoint_interval_s=t.checkpoint_interval_minutes * 60,
+                                      max_checkpoint_share=t.max_checkpoint_share)
+    if per_node_mb_s > S3_MB_S_PER_NODE:
+        return None
+    return "worse" if not t.deadline_hours or train_s * slow <= t.deadline_hours * 3600 else "late"
 
 
 def run_storage_usd_per_hour(w: Workload, storage: StoragePlan, mem, devices_per_node: int, nodes: int) -> float:
@@ -224,6 +249,11 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
                     continue
                 layout, mem, est = found
                 time_to_train_s = t.tokens / est.tokens_per_s
+                verdict = None if best is None or collect is not None else unpriced_verdict(
+                    w, book, nodes, time_to_train_s, est.tokens_per_s, best.rank_key[0], slow)
+                if verdict is not None:  # what its pricing would conclude (it cannot be the best)
+                    worse_in_a_row += verdict == "worse"
+                    continue
                 storage = run_storage(w, est.tokens_per_s, nodes)
                 if refused := storage_refusal(storage):
                     miss = Miss(refused, storage.fsx.storage_capacity_gib / FSX_MAX_GIB, stage=2).nearer(miss)

@@ -80,3 +80,49 @@ def test_frontier_times_each_layout_once_for_the_spec_and_its_deadline_free_twin
     found = frontier(_workload({**TRAINING_405B, "constraints": {"max_nodes": 128}}), bundled())
     assert len(found.points) >= 2 and len(timed) > 100
     assert len(timed) == len(set(timed))
+
+
+def _search_all(w, monkeypatch=None):
+    from planner.search import checked_target, search_types
+
+    st.clear_memory_tables()
+    catalog = bundled()
+    feasible, misses = search_types(w, catalog, checked_target(w, catalog))
+    return ([(c.itype.name, c.nodes, c.tp, c.pp, c.dp, c.zero, c.micro_batch, c.checkpointing, c.purchase,
+              c.objective, c.wall_s) for c in feasible], {name: m.reason for name, m in misses.items()})
+
+
+SHAPES = [
+    TRAINING_405B,
+    {"name": "ft", "kind": "fine-tuning", "model": {"preset": "llama-3-8b"},
+     "training": {"method": "lora", "tokens": 2.0e8, "sequence_length": 4096, "deadline_hours": 6}},
+    {"name": "pre70", "kind": "training", "model": {"preset": "llama-3.1-70b"},
+     "training": {"tokens": 2.0e11, "sequence_length": 4096, "global_batch_tokens": 4.0e6, "deadline_hours": 500},
+     "constraints": {"max_nodes": 64}},
+    {"name": "spot-only", "kind": "training", "model": {"preset": "llama-3.1-70b"},
+     "training": {"tokens": 1.0e11, "sequence_length": 4096}, "constraints": {"max_nodes": 32, "purchase": "spot"}},
+]
+
+
+def test_layouts_left_unpriced_change_no_type_best_nor_any_reason(monkeypatch):
+    """Every type's best and every miss are those of pricing every layout."""
+    for spec in SHAPES:
+        w = _workload(spec)
+        skipping = _search_all(w)
+        with monkeypatch.context() as m:
+            m.setattr(st, "unpriced_verdict", lambda *a: None)
+            pricing_all = _search_all(w)
+        assert skipping == pricing_all, spec["name"]
+        assert skipping[0], spec["name"]
+
+
+def test_a_layout_that_cannot_win_is_left_unpriced(monkeypatch):
+    planned: list[int] = []
+    real = st.plan_storage
+    monkeypatch.setattr(st, "plan_storage", lambda arch, **kw: planned.append(kw["nodes"]) or real(arch, **kw))
+    _search_all(_workload(SHAPES[2]))
+    skipping = len(planned)
+    planned.clear()
+    monkeypatch.setattr(st, "unpriced_verdict", lambda *a: None)
+    _search_all(_workload(SHAPES[2]))
+    assert skipping < 0.7 * len(planned)  # 760 of 1,281 when written
