@@ -105,8 +105,8 @@ def run_storage(w: Workload, tokens_per_s: float, nodes: int) -> StoragePlan:
                         max_checkpoint_share=t.max_checkpoint_share, region=w.constraints.region)
 
 
-def unpriced_verdict(w: Workload, book: dict[str, HourlyPrice], nodes: int, train_s: float, tokens_per_s: float,
-                     best_usd: float, slow: float) -> str | None:
+def unpriced_verdict(w: Workload, arch, book: dict[str, HourlyPrice], nodes: int, train_s: float,
+                     tokens_per_s: float, best_usd: float, slow: float) -> str | None:
     """What pricing a layout would conclude, when that is sure without pricing it: "worse" (it meets the
     deadline but cannot beat `best_usd`, the best rank key's cost) or "late" (it misses the deadline);
     None when it must be priced. Every option's run costs at least the cheapest $/h × nodes × train_s (spot
@@ -119,7 +119,7 @@ def unpriced_verdict(w: Workload, book: dict[str, HourlyPrice], nodes: int, trai
     if float(f"{floor_usd:.3g}") <= best_usd:
         return None
     t = w.training
-    *_, per_node_mb_s = storage_rates(w.architecture, method=t.method, precision=w.precision, optimizer=t.optimizer,
+    *_, per_node_mb_s = storage_rates(arch, method=t.method, precision=w.precision, optimizer=t.optimizer,
                                       lora_rank=t.lora_rank, tokens=t.tokens, tokens_per_s=tokens_per_s, nodes=nodes,
                                       dataset_format=t.dataset_format,
                                       checkpoint_interval_s=t.checkpoint_interval_minutes * 60,
@@ -202,6 +202,7 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
     if pins.nodes and pins.nodes > c.max_nodes:
         return Miss(f"layout.nodes {pins.nodes} is over constraints.max_nodes {c.max_nodes} (the node cap; raise it, up to 4096)")
     best: Candidate | None = None
+    best_usd: float | None = None  # best.rank_key[0]
     miss: Miss | None = None
 
     sized = memory_table(arch, setup, flash, neuron)
@@ -249,8 +250,8 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
                     continue
                 layout, mem, est = found
                 time_to_train_s = t.tokens / est.tokens_per_s
-                verdict = None if best is None or collect is not None else unpriced_verdict(
-                    w, book, nodes, time_to_train_s, est.tokens_per_s, best.rank_key[0], slow)
+                verdict = None if best_usd is None or collect is not None else unpriced_verdict(
+                    w, arch, book, nodes, time_to_train_s, est.tokens_per_s, best_usd, slow)
                 if verdict is not None:  # what its pricing would conclude (it cannot be the best)
                     worse_in_a_row += verdict == "worse"
                     continue
@@ -281,7 +282,7 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
                 improved = best is None or cand.rank_key < best.rank_key
                 worse_in_a_row = 0 if improved else worse_in_a_row + 1
                 if improved:
-                    best = cand
+                    best, best_usd = cand, cand.rank_key[0]
                 if collect is not None:
                     collect.append(cand)
     if best is not None:
