@@ -236,9 +236,10 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
                     break
                 _, lean = memory(tp, pp, dp, max(zeros), min(mbs), ckpts[-1])
                 if lean.total > usable:
-                    miss = memory_miss(itype, accel, usable, lean.total,
-                                       f"at {nodes} node(s), TP {tp} × PP {pp} × DP {dp}, ZeRO-{max(zeros)}, "
-                                       f"micro-batch {min(mbs)}, {ckpts[-1]} recompute").nearer(miss)
+                    if best is None:  # a miss is only reported when nothing fits (then best stays None)
+                        miss = memory_miss(itype, accel, usable, lean.total,
+                                           f"at {nodes} node(s), TP {tp} × PP {pp} × DP {dp}, ZeRO-{max(zeros)}, "
+                                           f"micro-batch {min(mbs)}, {ckpts[-1]} recompute").nearer(miss)
                     continue
                 fit_key = (tp, pp, dp, ckpts, zeros, mbs)
                 if fit_key in fits:
