@@ -10,7 +10,8 @@ from planner.bands import slow_factor
 from planner.candidates import Candidate, Miss, memory_miss, pinned_tp_miss, tensor_parallel_options
 from planner.catalog import Accelerator, InstanceType
 from planner.cost import HourlyPrice
-from planner.memory import MemoryBreakdown, TrainingSetup, training_memory
+from planner.memory import TrainingSetup, training_memory
+from planner.search_tables import fit_table, memory_table
 from planner.provisioned import fsx_usd_per_hour, root_volumes_usd_per_hour
 from planner.purchase import COMMITMENT_YEARS, RunQuote, interruptions_per_month, training_quote
 from planner.storage import (FSX_MAX_GIB, S3_MB_S_PER_NODE, StoragePlan, plan_storage, storage_rates,
@@ -46,51 +47,6 @@ def node_counts(max_nodes: int) -> tuple[int, ...]:
 def pipeline_options(layers: int) -> tuple[int, ...]:
     """Stage counts that split the layers evenly, plus powers of two (Megatron allows uneven stages)."""
     return tuple(p for p in range(1, layers + 1) if layers % p == 0 or p & (p - 1) == 0)
-
-# Memory depends on the model and the layout, not on the instance type: every type with the same
-# FlashAttention and Neuron flags sizes the same layouts (the 405B search at max_nodes 4,096 sized 30,135
-# layouts, most of them more than once). One table per (model, setup, flags), the last few kept: a file of
-# many workloads of one model reuses them, and memory stays bounded.
-_MEMORY_TABLES: dict[tuple, dict[tuple, MemoryBreakdown]] = {}
-MEMORY_TABLES_KEPT = 8
-
-
-def memory_table(arch, setup: TrainingSetup, flash: bool, neuron: bool) -> dict[tuple, MemoryBreakdown]:
-    """The memory already sized for this model and setup, by (TP, PP, DP, ZeRO, micro-batch, micro-batches,
-    recompute); exact, since the same inputs give the same figures."""
-    return _lru_table(_MEMORY_TABLES, (arch.model_dump_json(), setup, flash, neuron), MEMORY_TABLES_KEPT)
-
-
-# The fastest layout of a (TP, PP, DP) on a type is physics only: the model, setup, batch and the
-# hardware, never the token budget, deadline, prices or region. `gpuplan frontier` searches the spec and
-# its deadline-free twin (the same physics twice), and a fleet file repeats models at new budgets.
-_FIT_TABLES: dict[tuple, dict[tuple, tuple | None]] = {}
-FIT_TABLES_KEPT = 512  # (setup, type) pairs: ~20 training types × a few dozen setups
-
-
-def _lru_table(tables: dict, key: tuple, kept: int) -> dict:
-    table = tables.pop(key, None)
-    if table is None:
-        table = {}
-        while len(tables) >= kept:
-            del tables[next(iter(tables))]  # the least recently used
-    tables[key] = table
-    return table
-
-
-def fit_table(arch, setup: TrainingSetup, precision: str, seqs: int, itype: InstanceType, accel: Accelerator,
-              usable_bytes: float) -> dict[tuple, tuple | None]:
-    """_fastest_fit's answers already found for this physics, by (TP, PP, DP, recompute modes, ZeRO stages,
-    micro-batches); exact, since it reads nothing else."""
-    key = (arch.model_dump_json(), setup, precision, seqs, itype.model_dump_json(), accel.model_dump_json(),
-           usable_bytes)
-    return _lru_table(_FIT_TABLES, key, FIT_TABLES_KEPT)
-
-
-def clear_memory_tables() -> None:
-    _MEMORY_TABLES.clear()
-    _FIT_TABLES.clear()
-
 
 def global_batch_sequences(w: Workload) -> int:
     t = w.training

@@ -7,6 +7,7 @@ from __future__ import annotations
 import planner.search_training as st
 from planner.catalog import bundled
 from planner.search import plan_workload
+from planner.search_tables import clear_search_tables
 from planner.spec import parse_workloads
 
 TRAINING_405B = {"name": "train-405b", "kind": "training", "model": {"preset": "llama-3.1-405b"},
@@ -19,7 +20,7 @@ def _workload(spec: dict = TRAINING_405B):
 
 
 def test_each_layout_memory_is_sized_once_across_the_catalog(monkeypatch):
-    st.clear_memory_tables()
+    clear_search_tables()
     sized: list[tuple] = []
     real = st.training_memory
 
@@ -56,7 +57,7 @@ def test_a_surviving_candidate_storage_is_planned_once(monkeypatch):
 
 
 def test_cached_memory_is_the_memory_the_formula_gives():
-    st.clear_memory_tables()
+    clear_search_tables()
     w = _workload()
     catalog = bundled()
     fresh = plan_workload(w, catalog)
@@ -68,7 +69,7 @@ def test_cached_memory_is_the_memory_the_formula_gives():
 def test_frontier_times_each_layout_once_for_the_spec_and_its_deadline_free_twin(monkeypatch):
     from planner.frontier import frontier
 
-    st.clear_memory_tables()
+    clear_search_tables()
     timed: list[tuple] = []
     real = st._fastest_fit
 
@@ -85,7 +86,7 @@ def test_frontier_times_each_layout_once_for_the_spec_and_its_deadline_free_twin
 def _search_all(w, monkeypatch=None):
     from planner.search import checked_target, search_types
 
-    st.clear_memory_tables()
+    clear_search_tables()
     catalog = bundled()
     feasible, misses = search_types(w, catalog, checked_target(w, catalog))
     return ([(c.itype.name, c.nodes, c.tp, c.pp, c.dp, c.zero, c.micro_batch, c.checkpointing, c.purchase,
