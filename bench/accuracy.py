@@ -2,6 +2,7 @@
 
     python bench/accuracy.py                 # per row, then the table per platform and metric
     python bench/accuracy.py --write-bands   # ... and the plan's 80% bands (planner/bands.py)
+    python bench/accuracy.py --only serving  # only the sources and rows of serving metrics (faster)
 
 Each source (one paper, code base or vendor table) is predicted with the constants of
 planner/efficiency.py refitted by bench/calibrate.py on every OTHER source: a constant is never
@@ -31,23 +32,26 @@ PLATFORMS = ("gpu", "neuron")
 TARGETS = {"training TFLOP/s": 0.10, "training sequences/s": 0.10, "training peak memory": 0.10, "serving tokens/s": 0.10,
            "TTFT": 0.12, "ITL": 0.12}
 SIGNED_TARGET = 0.05
+SERVING_METRICS = ("serving tokens/s", "TTFT", "ITL")
 
 
 @cache
-def loso_rows() -> tuple[Row, ...]:
-    """Every row predicted with constants fitted without its source (the committed ones restored)."""
+def loso_rows(metrics: tuple[str, ...] = METRICS) -> tuple[Row, ...]:
+    """Every row of `metrics` predicted with constants fitted without its source (the committed ones
+    restored); only the sources with such rows are held out in turn."""
     catalog = bundled()
     platforms: dict[str, set[str]] = {}
     for r in all_rows(catalog):
-        platforms.setdefault(r.source, set()).add(r.platform)
+        if r.metric in metrics:
+            platforms.setdefault(r.source, set()).add(r.platform)
     out: list[Row] = []
     for source in sorted(platforms):
         # A GPU source's rows depend on GPU constants only; a Neuron source's GPU constants are
         # the committed ones (fitted on GPU rows, none of which it has), so only its platform refits.
         with calibrate.restored():
             calibrate.fit(without=source, platforms=tuple(sorted(platforms[source])))
-            out += [r for r in all_rows(catalog) if r.source == source]
-    return tuple(out) + tuple(compared_without_constants(catalog))
+            out += [r for r in all_rows(catalog) if r.source == source and r.metric in metrics]
+    return tuple(out) + tuple(r for r in compared_without_constants(catalog) if r.metric in metrics)
 
 
 def compared_without_constants(catalog) -> list[Row]:
@@ -117,15 +121,17 @@ def write_bands(rows: tuple[Row, ...]) -> None:
 
 def main() -> None:
     catalog = bundled()
-    fitted = {(r.source, r.id, r.metric): r for r in all_rows(catalog) + compared_without_constants(catalog)}
-    held = loso_rows()
+    metrics = SERVING_METRICS if sys.argv[-2:] == ["--only", "serving"] else METRICS
+    fitted = {(r.source, r.id, r.metric): r for r in all_rows(catalog) + compared_without_constants(catalog)
+              if r.metric in metrics}
+    held = loso_rows(metrics)
     print(f"  {'case':<34} {'source':<16} {'setup':<58} {'published':>10} {'LOSO':>8} {'in-sample':>10}")
     for r in held:
         f = fitted[(r.source, r.id, r.metric)]
         print(f"  {r.id:<34} {r.source:<16} {r.setup:<58} {r.measured:>10.2f} {r.error:>+8.1%} {f.error:>+10.1%}")
     print()
     print("\n".join(table(summary(held), summary(list(fitted.values())))))
-    if "--write-bands" in sys.argv:
+    if "--write-bands" in sys.argv and metrics == METRICS:
         write_bands(held)
 
 
