@@ -5,6 +5,7 @@
     python bench/accuracy.py --metric "training peak memory"   # one metric's rows only (no refit
                                              # when no fitted constant enters it: peak memory)
     python bench/accuracy.py --only B200,Trainium2   # LOSO on the sources with rows on these parts only
+    python bench/accuracy.py --only serving  # only the sources and rows of serving metrics (faster)
 
 Each source (one paper, code base or vendor table) is predicted with the constants of
 planner/efficiency.py refitted by bench/calibrate.py on every OTHER source: a constant is never
@@ -36,16 +37,17 @@ HARDWARE_CLASSES = {"B200": "b200", "Trainium2": "trainium2"}
 TARGETS = {"training TFLOP/s": 0.10, "training sequences/s": 0.10, "training peak memory": 0.10, "serving tokens/s": 0.10,
            "TTFT": 0.12, "ITL": 0.12}
 SIGNED_TARGET = 0.05
+SERVING_METRICS = ("serving tokens/s", "TTFT", "ITL")
 
 
 @cache
-def loso_rows(only: tuple[str, ...] = ()) -> tuple[Row, ...]:
-    """Every row predicted with constants fitted without its source (the committed ones restored);
-    `only` (accelerator names) keeps the sources with a row on one of them, and those rows."""
+def loso_rows(only: tuple[str, ...] = (), metrics: tuple[str, ...] = METRICS) -> tuple[Row, ...]:
+    """Every row of `metrics` predicted with constants fitted without its source (the committed ones
+    restored); `only` (accelerator names) keeps the sources with a row on one of them, and those rows."""
     catalog = bundled()
     platforms: dict[str, set[str]] = {}
     for r in all_rows(catalog):
-        if not only or r.accelerator in only:
+        if (not only or r.accelerator in only) and r.metric in metrics:
             platforms.setdefault(r.source, set()).add(r.platform)
     out: list[Row] = []
     for source in sorted(platforms):
@@ -53,10 +55,11 @@ def loso_rows(only: tuple[str, ...] = ()) -> tuple[Row, ...]:
         # the committed ones (fitted on GPU rows, none of which it has), so only its platform refits.
         with calibrate.restored():
             calibrate.fit(without=source, platforms=tuple(sorted(platforms[source])))
-            out += [r for r in all_rows(catalog) if r.source == source and (not only or r.accelerator in only)]
+            out += [r for r in all_rows(catalog) if r.source == source and (not only or r.accelerator in only)
+                    and r.metric in metrics]
     if only:
         return tuple(out)
-    return tuple(out) + tuple(compared_without_constants(catalog))
+    return tuple(out) + tuple(r for r in compared_without_constants(catalog) if r.metric in metrics)
 
 
 def compared_without_constants(catalog) -> list[Row]:
@@ -142,14 +145,16 @@ def main() -> None:
     only = _metric_filter()
     if only is not None and "--write-bands" in sys.argv:
         sys.exit("--write-bands needs every metric: drop --metric")
-    parts = tuple(sys.argv[sys.argv.index("--only") + 1].split(",")) if "--only" in sys.argv else ()
+    serving = sys.argv[-2:] == ["--only", "serving"]
+    metrics = SERVING_METRICS if serving else METRICS
+    parts = tuple(sys.argv[sys.argv.index("--only") + 1].split(",")) if "--only" in sys.argv and not serving else ()
     memory = compared_without_constants(catalog)
     fitted = {(r.source, r.id, r.metric): r for r in (memory if only == "training peak memory" else
                                                       all_rows(catalog) + memory)
-              if not parts or r.accelerator in parts}
+              if (not parts or r.accelerator in parts) and r.metric in metrics}
     # peak memory has no fitted constant: its held-out rows are its in-sample rows, no refit needed
     held = tuple(r for r in memory if not parts or r.accelerator in parts) \
-        if only == "training peak memory" else loso_rows(parts)
+        if only == "training peak memory" else loso_rows(parts, metrics)
     if only is not None:
         held = tuple(r for r in held if r.metric == only)
         fitted = {k: r for k, r in fitted.items() if r.metric == only}
@@ -159,7 +164,7 @@ def main() -> None:
         print(f"  {r.id:<34} {r.source:<16} {r.setup:<58} {r.measured:>10.2f} {r.error:>+8.1%} {f.error:>+10.1%}")
     print()
     print("\n".join(table(summary(held), summary(list(fitted.values())))))
-    if "--write-bands" in sys.argv and not only:
+    if "--write-bands" in sys.argv and not only and not parts and metrics == METRICS:
         write_bands(held)
 
 

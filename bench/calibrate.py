@@ -49,6 +49,9 @@ def _keyed(name: str, key: str, grid: list[float], prior: float):
 # below training), Poisson arrivals (variability 1), no overhead and no overlap until data says so.
 PARAMETERS = {
     "MEMORY_BANDWIDTH_EFFICIENCY": _scalar("MEMORY_BANDWIDTH_EFFICIENCY", _grid(0.50, 0.90, 0.01), 0.75),
+    "KV_BANDWIDTH_EFFICIENCY": _scalar("KV_BANDWIDTH_EFFICIENCY", _grid(0.30, 0.90, 0.01), 0.75),
+    "DECODE_STEP_OVERHEAD_S": _scalar("DECODE_STEP_OVERHEAD_S", _grid(0.0, 0.004, 0.0001), 0.0),
+    "TP_SYNC_OVERHEAD_S": _scalar("TP_SYNC_OVERHEAD_S", _grid(0.0, 60e-6, 2e-6), 0.0),
     "QUANTISED_BANDWIDTH_FACTOR[int8]": _keyed("QUANTISED_BANDWIDTH_FACTOR", "int8", _grid(0.50, 1.00, 0.01), 1.0),
     "QUANTISED_BANDWIDTH_FACTOR[int4]": _keyed("QUANTISED_BANDWIDTH_FACTOR", "int4", _grid(0.40, 1.00, 0.01), 1.0),
     "PREFILL_EFFICIENCY": _scalar("PREFILL_EFFICIENCY", _grid(0.30, 0.90, 0.01), 0.50),

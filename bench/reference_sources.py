@@ -245,10 +245,12 @@ def _strided(rows: list[dict], cap: int | None) -> list[dict]:
 
 
 def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
-    """Closed-loop rows: the planner's continuous-batching estimate. Static batches: all prompts
-    prefilled together (TTFT), then the batch decodes in lock-step (ITL at the mean context);
-    throughput = batch · output ÷ (TTFT + (output − 1) · ITL), as for the Neuron tables."""
+    """Closed-loop rows: the planner's continuous-batching estimate. Static batches: as many requests
+    as the engine's KV memory holds at the full context run at once, in waves; each wave's prompts
+    are prefilled together, then it decodes in lock-step (ITL at the mean context); throughput =
+    batch · output ÷ the waves' total time, TTFT and ITL the means over the requests."""
     from planner import efficiency
+    from planner.kv_capacity import resident_sequences, static_batch
     from planner.performance import decode_step, prefill_s, serving_estimate
 
     out = []
@@ -267,10 +269,13 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
             if r["load"] == "closed-loop":
                 e = serving_estimate(arch, accel, w, kv, r["tp"], 1, b, prompt, n, itype)
                 tps, ttft, itl = e.output_tokens_per_s_per_replica, e.time_to_first_token_s, e.inter_token_latency_s
-            else:
-                itl = decode_step(arch, accel, w, kv, r["tp"], 1, b, prompt + n / 2).seconds
-                ttft = efficiency.request_overhead_s(accel) + prefill_s(arch, accel, w, r["tp"], 1, prompt, itype, prompts=b)
-                tps = b * n / (ttft + (n - 1) * itl)
+            else:  # waves of the sequences whose KV fits at the full context (planner/kv_capacity.py)
+                tp = r["tp"]
+                waves = static_batch(
+                    b, resident_sequences(arch, accel, w, kv, tp, prompt + n), n,
+                    lambda k: efficiency.request_overhead_s(accel) + prefill_s(arch, accel, w, tp, 1, prompt, itype, prompts=k),
+                    lambda k: decode_step(arch, accel, w, kv, tp, 1, k, prompt + n / 2).seconds)
+                tps, ttft, itl = waves.output_tokens_per_s, waves.time_to_first_token_s, waves.inter_token_latency_s
             setup = f"{r.get('model') or 'custom'} {r['accelerator']} TP{r['tp']} {w} c={b} {prompt}/{n} {r['load']}"
             for metric, predicted, measured in (("serving tokens/s", tps, r.get("tokens_per_s")),
                                                 ("TTFT", ttft * 1e3, r.get("ttft_ms")), ("ITL", itl * 1e3, r.get("itl_ms"))):

@@ -15,10 +15,25 @@ from planner.catalog import Accelerator
 # Achieved share of peak HBM bandwidth when streaming weights and KV cache in decode. gpt-fast's
 # Llama-2-7B bf16 on one A100-80GB reads 1,397 of 2,039 GB/s (reference P-34); domain.md gives
 # 65-85% as the measured range.
-MEMORY_BANDWIDTH_EFFICIENCY = 0.78
+MEMORY_BANDWIDTH_EFFICIENCY = 0.9
+# Achieved share of peak HBM bandwidth when decode attention reads the KV cache. Paged-attention
+# kernels gather scattered blocks with one thread block per (sequence, head) and reach a lower share
+# than weight GEMV streams: vLLM's PagedAttention V1/V2 decode kernels sit well below the roof at
+# long contexts, FlashInfer's reach 70-90% only with split-KV (Ye et al., FlashInfer, arXiv
+# 2501.01005, Fig. 7). Prior: the weight-stream share until data says otherwise (bench/calibrate.py).
+KV_BANDWIDTH_EFFICIENCY = 0.71
+# Fixed cost of one decode step on a GPU that no roof covers: the engine's scheduler and input
+# preparation on the CPU, kernel launches the CUDA graph does not hide, sampling and detokenisation.
+# vLLM's v0.6 profiling found the GPU idle for much of each step at small batch from this CPU work
+# (vLLM blog 2024-09-05, "vLLM v0.6.0: 2.7x throughput improvement and 5x latency reduction").
+DECODE_STEP_OVERHEAD_S = 0.0022
+# Extra cost of each tensor-parallel all-reduce in decode beyond the collective's own latency
+# (planner/collectives.py): every all-reduce is a barrier, so each layer waits for the slowest
+# rank's kernel launches (the launch skew between ranks), twice per layer per step.
+TP_SYNC_OVERHEAD_S = 1e-05
 # Weight-only quantised kernels dequantise on the fly and reach less of the roof (gpt-fast int8 and
 # int4-g32 rows, reference P-35..P-41).
-QUANTISED_BANDWIDTH_FACTOR = {"int8": 0.77, "int4": 0.52}
+QUANTISED_BANDWIDTH_FACTOR = {"int8": 0.99, "int4": 0.83}
 # MXFP4/NVFP4 weight kernels dequantise 4-bit blocks the same way; no published decode row isolates
 # them yet, so int4's fitted factor stands in (issue 28).
 FOUR_BIT_FORMATS = {"mxfp4": "int4", "nvfp4": "int4"}
@@ -30,12 +45,12 @@ GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.67, "9": 0.43}
 # casts, amax reductions): fitted on NeMo's FP8 Llama-3-8B row on H100 (reference N-8B-FP8).
 FP8_GEMM_EFFICIENCY_FACTOR = 1.1
 # Prefill pushes whole prompts through the GEMMs with less fusion than training (NIM TTFT rows).
-PREFILL_EFFICIENCY = 0.88
+PREFILL_EFFICIENCY = 0.85
 # Squared coefficient of variation of prompt arrivals at a replica, in Kingman's queueing formula
 # for the wait before a prefill (1 is Poisson; closed-loop clients arrive in bursts: NIM TTFT rows).
-PROMPT_ARRIVAL_VARIABILITY = 1.5
+PROMPT_ARRIVAL_VARIABILITY = 2.4
 # Fixed cost of a request before its prefill starts: HTTP, tokenisation, scheduling (NIM TTFT rows).
-REQUEST_OVERHEAD_S = 0.013
+REQUEST_OVERHEAD_S = 0.005
 # Non-matmul traffic per layer in training, bytes per token per hidden unit: Korthikanti's 34 B of
 # stored activations (reference B2) written in the forward, read in the backward, and re-read and
 # re-written by norms, residual adds, activation functions and dropout.
@@ -77,6 +92,22 @@ def request_overhead_s(accel: Accelerator) -> float:
 
 def prefill_efficiency(accel: Accelerator) -> float:
     return NEURON_PREFILL_EFFICIENCY if accel.is_neuron else PREFILL_EFFICIENCY
+
+
+def kv_bandwidth(accel: Accelerator) -> float:
+    """Bytes/s that decode attention reads the KV cache at (Neuron: the same share as weights,
+    no Neuron measurement separates them)."""
+    if accel.is_neuron:
+        return accel.memory_bandwidth_gb_s * 1e9 * NEURON_MEMORY_BANDWIDTH_EFFICIENCY
+    return accel.memory_bandwidth_gb_s * 1e9 * KV_BANDWIDTH_EFFICIENCY
+
+
+def decode_overhead_s(accel: Accelerator, tp: int, layers_per_stage: float) -> float:
+    """Per decode step, the fixed framework cost plus the TP barriers' launch skew (2 all-reduces per
+    layer). Neuron runs a compiled graph whose collective latency NEURON_COLLECTIVE_LATENCY_S covers."""
+    if accel.is_neuron:
+        return 0.0
+    return DECODE_STEP_OVERHEAD_S + (2 * layers_per_stage * TP_SYNC_OVERHEAD_S if tp > 1 else 0.0)
 
 
 def effective_bandwidth(accel: Accelerator, precision: str) -> float:

@@ -44,6 +44,7 @@ class DecodeStep:
     memory_s: float
     compute_s: float
     communication_s: float
+    overhead_s: float = 0.0  # fixed per-step cost no roof covers (efficiency.decode_overhead_s)
 
     @property
     def bound(self) -> str:
@@ -68,7 +69,7 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
         read -= touched_experts * (1 - 1 / ep_nodes)
     weights = (read / tp + padding) / pp
     kv = local * kv_bytes_per_sequence(arch, int(context_tokens), kv_precision) * kv_shard_fraction(arch, tp) / pp
-    memory_s = (weights + kv) / efficiency.effective_bandwidth(accel, precision)
+    memory_s = weights / efficiency.effective_bandwidth(accel, precision) + kv / efficiency.kv_bandwidth(accel)
     attention_flops = 4 * arch.layers * arch.attention_heads * arch.head_dim * context_tokens
     flops = batch * (2 * arch.params_per_token + attention_flops) / (tp * pp * ep_nodes)
     compute_s = flops / (accel.peak_flops(compute_precision(precision, accel.supports.fp4)) * efficiency.gemm_efficiency(accel))
@@ -76,8 +77,9 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     comm_s = 2 * arch.layers / pp * ring_s(activation, tp, intra_node_bytes_per_s(accel), accel=accel) if tp > 1 else 0.0
     if ep_nodes > 1 and itype is not None:
         comm_s += all_to_all_s(arch, batch, ep_nodes, itype, accel)
-    stage_s = max(memory_s, compute_s) + comm_s
-    return DecodeStep(stage_s * pp, memory_s * pp, compute_s * pp, comm_s * pp)
+    overhead_s = efficiency.decode_overhead_s(accel, tp, arch.layers / pp)
+    stage_s = max(memory_s, compute_s) + comm_s + overhead_s
+    return DecodeStep(stage_s * pp, memory_s * pp, compute_s * pp, comm_s * pp, overhead_s * pp)
 
 
 def prefill_s(arch: Architecture, accel: Accelerator, precision: str, tp: int, pp: int, prompt_tokens: int,
@@ -129,7 +131,8 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
     step_s = step.seconds
     if speculation is not None:  # planner/speculative.py: k draft steps + one k+1-position target pass per step
         draft = decode_step(speculation.draft, accel, precision, kv_precision, tp, pp, batch, mean_context)
-        step_s = seconds_per_token(step.memory_s, step.compute_s, step.communication_s, draft.seconds, speculation)
+        step_s = seconds_per_token(step.memory_s, step.compute_s, step.communication_s + step.overhead_s,
+                                   draft.seconds, speculation)
     cached = prefix_cached_tokens(prompt_tokens, prefix_hit_share, accel)
     prefill = prefill_s(arch, accel, precision, tp, pp, prompt_tokens, itype, cached_tokens=cached, ep_nodes=ep_nodes)
     inter_token = step_s + (batch - 1) / output_tokens * prefill  # the others' prefills; its own is in TTFT

@@ -1,0 +1,87 @@
+"""Serving effects of issue 25: per-step fixed costs, TP barriers, KV reads below the weight-stream share."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import reference_sources
+from bench.reference_cases import Row
+from planner import efficiency
+from planner.catalog import bundled
+from planner.performance import decode_step
+from planner.presets import presets
+
+
+@pytest.fixture
+def catalog():
+    return bundled()
+
+
+def test_decode_step_pays_the_fixed_cost_and_two_tp_barriers_per_layer(catalog, monkeypatch):
+    monkeypatch.setattr(efficiency, "DECODE_STEP_OVERHEAD_S", 0.002)
+    monkeypatch.setattr(efficiency, "TP_SYNC_OVERHEAD_S", 10e-6)
+    arch, h100 = presets()["llama-3-8b"], catalog.accelerator("H100-80GB")
+    tp4 = decode_step(arch, h100, "bf16", "bf16", 4, 1, 1, 192)
+    assert tp4.overhead_s == pytest.approx(0.002 + 2 * 32 * 10e-6)
+    assert tp4.seconds == pytest.approx(max(tp4.memory_s, tp4.compute_s) + tp4.communication_s + tp4.overhead_s)
+    assert decode_step(arch, h100, "bf16", "bf16", 1, 1, 1, 192).overhead_s == pytest.approx(0.002)
+
+
+def test_neuron_decode_has_no_gpu_framework_overhead(catalog, monkeypatch):
+    monkeypatch.setattr(efficiency, "DECODE_STEP_OVERHEAD_S", 0.002)
+    _, core = catalog.sharded(catalog.instance("inf2.48xlarge"))
+    assert decode_step(presets()["llama-3-8b"], core, "bf16", "bf16", 8, 1, 1, 192).overhead_s == 0.0
+
+
+def test_kv_cache_is_read_at_its_own_share_of_the_bandwidth(catalog, monkeypatch):
+    arch, h200 = presets()["llama-3-8b"], catalog.accelerator("H200-141GB")
+    short = decode_step(arch, h200, "bf16", "bf16", 1, 1, 192, 1).memory_s
+    monkeypatch.setattr(efficiency, "KV_BANDWIDTH_EFFICIENCY", efficiency.KV_BANDWIDTH_EFFICIENCY / 2)
+    weights_only = decode_step(arch, h200, "bf16", "bf16", 1, 1, 192, 0).memory_s
+    long_half = decode_step(arch, h200, "bf16", "bf16", 1, 1, 192, 3072).memory_s
+    monkeypatch.undo()
+    long_full = decode_step(arch, h200, "bf16", "bf16", 1, 1, 192, 3072).memory_s
+    assert short > weights_only
+    assert long_half - weights_only == pytest.approx(2 * (long_full - weights_only))
+
+
+def _row(catalog, row_id: str, metric: str = "serving tokens/s") -> Row:
+    rows = [r for r in reference_sources.serving_rows(catalog, Row) if r.id == row_id and r.metric == metric]
+    assert len(rows) == 1
+    return rows[0]
+
+
+@pytest.mark.parametrize("row_id", ["llminferbench-h100-vllm-llama-3-8b-tp4-bs1-128",
+                                    "llminferbench-a100-tensorrt-llm-llama-2-7b-tp4-bs1-2048",
+                                    "llminferbench-h100-tensorrt-llm-llama-2-7b-tp4-bs1-2048"])
+def test_batch_one_tensor_parallel_decode_is_not_predicted_far_too_fast(catalog, row_id):
+    """The issue's batch-1 TP-4 rows were 63-120% fast: the per-step and per-barrier costs bring them in."""
+    assert _row(catalog, row_id).error < 0.40
+
+
+def test_a_static_batch_that_outgrows_the_kv_memory_runs_in_waves():
+    from planner.kv_capacity import static_batch
+    # 10 requests, 4 resident: waves of 4, 4, 2; each wave 1 s to first token, then 9 steps of 0.1 s.
+    got = static_batch(10, 4, 10, lambda k: 1.0, lambda k: 0.1 * k)
+    assert got.waves == 3
+    # waves last 1 + 9·0.4, 1 + 9·0.4, 1 + 9·0.2 = 4.6, 4.6, 2.8 s
+    assert got.output_tokens_per_s == pytest.approx(100 / 12.0)
+    assert got.time_to_first_token_s == pytest.approx((4 * 1 + 4 * 5.6 + 2 * 10.2) / 10)
+    assert got.inter_token_latency_s == pytest.approx((8 * 0.4 + 2 * 0.2) / 10)
+
+
+def test_resident_sequences_follow_the_free_memory(catalog):
+    from planner.kv_capacity import resident_sequences
+    arch = presets()["llama-2-7b"]
+    a40, a80 = catalog.accelerator("A100-40GB"), catalog.accelerator("A100-80GB")
+    # 4,096 tokens of Llama-2-7B KV are 2 GiB: a 40 GB A100 holds about 10 beside 13.5 GB of weights
+    assert 8 <= resident_sequences(arch, a40, "bf16", "bf16", 1, 4096) <= 11
+    assert resident_sequences(arch, a80, "bf16", "bf16", 1, 4096) > 2 * resident_sequences(arch, a40, "bf16", "bf16", 1, 4096)
+
+
+@pytest.mark.parametrize("row_id,metric", [("llminferbench-a100-tensorrt-llm-llama-2-7b-tp1-bs64-2048", "serving tokens/s"),
+                                           ("llminferbench-a100-vllm-llama-3-8b-tp1-bs64-2048", "serving tokens/s"),
+                                           ("lmdeploy-a100-llama-2-13b-tp1-bs64-2048-2048", "TTFT")])
+def test_batch_64_at_2048_output_is_limited_by_kv_memory(catalog, row_id, metric):
+    """Were +114% and +66% (throughput) and -93% (TTFT): 64 sequences of 4,096 tokens do not fit at once."""
+    assert abs(_row(catalog, row_id, metric).error) < 0.40
