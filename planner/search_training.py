@@ -14,7 +14,8 @@ from planner.memory import TrainingSetup, training_memory
 from planner.provisioned import fsx_usd_per_hour, root_volumes_usd_per_hour
 from planner.purchase import RunQuote, interruptions_per_month, training_quote
 from planner.storage import FSX_MAX_GIB, StoragePlan, plan_storage, storage_refusal
-from planner.training_time import (VIRTUAL_PIPELINE_STAGES, TrainingLayout, model_flops_per_token, training_step,
+from planner.pipeline_schedule import memory_virtual_stages, schedule_options
+from planner.training_time import (TrainingLayout, model_flops_per_token, training_step,
                                    training_work)
 from planner.units import compute_precision
 from planner.spec import Workload
@@ -133,9 +134,9 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
     best: Candidate | None = None
     miss: Miss | None = None
 
-    def memory(tp, pp, dp, zero, mb, ck):
+    def memory(tp, pp, dp, zero, mb, ck, virtual_stages=1):
         m = math.ceil(seqs / (dp * mb))
-        return m, training_memory(arch, setup, tp, pp, dp, zero, mb, m, ck, flash, VIRTUAL_PIPELINE_STAGES, neuron)
+        return m, training_memory(arch, setup, tp, pp, dp, zero, mb, m, ck, flash, virtual_stages, neuron)
 
     for tp in tps:
         for pp in pps:
@@ -190,6 +191,8 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
                                  nodes * quote.usd_per_instance_hour, quote.usd_per_run + storage_h * quote.wall_s / 3600,
                                  storage_usd_per_hour=storage_h, zero=layout[0],
                                  micro_batch=layout[1], microbatches=layout[2], checkpointing=layout[3],
+                                 pipeline_schedule=layout[4] if pp > 1 else None,
+                                 virtual_stages=layout[5] if pp > 1 and layout[4] == "interleaved" else None,
                                  purchase=quote.purchase, wall_s=quote.wall_s)
                 improved = best is None or cand.rank_key < best.rank_key
                 worse_in_a_row = 0 if improved else worse_in_a_row + 1
@@ -223,12 +226,16 @@ def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, c
                     m = math.ceil(seqs / (dp * mb))
                 if mem.total > usable:
                     continue
-
-                layout = TrainingLayout(tp, pp, dp, zero, mb, m, ck)
-                state = mem.weights + mem.gradients + mem.optimizer
-                est = training_step(arch, itype, accel, w.precision, setup.seq, layout, state, work)
-                # equal speed (no data parallelism to shard over): the lower ZeRO stage, which is simpler
-                if best is None or (est.tokens_per_s, -zero) > (best[2].tokens_per_s, -best[0][0]):
-                    best = ((zero, mb, m, ck), mem, est)
+                for schedule, v in schedule_options(pp, arch.layers, not accel.is_neuron):
+                    vm = memory_virtual_stages(schedule, v)
+                    sched_mem = mem if vm == 1 else memory(tp, pp, dp, zero, mb, ck, vm)[1]
+                    if sched_mem.total > usable:
+                        continue
+                    layout = TrainingLayout(tp, pp, dp, zero, mb, m, ck, schedule, v)
+                    state = sched_mem.weights + sched_mem.gradients + sched_mem.optimizer
+                    est = training_step(arch, itype, accel, w.precision, setup.seq, layout, state, work)
+                    # equal speed (no data parallelism to shard over): the lower ZeRO stage, which is simpler
+                    if best is None or (est.tokens_per_s, -zero) > (best[2].tokens_per_s, -best[0][0]):
+                        best = ((zero, mb, m, ck, schedule, v), sched_mem, est)
                 break
     return best

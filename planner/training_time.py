@@ -12,11 +12,9 @@ from planner import efficiency
 from planner.catalog import Accelerator, InstanceType
 from planner.collectives import group_collective_s, inter_node_bytes_per_s, intra_node_bytes_per_s, ring_s
 from planner.memory import TrainingSetup, base_weight_bytes, gradient_bytes, lora_params, weight_bytes_per_param
+from planner.pipeline_schedule import bubble_fraction, p2p_factor
 from planner.presets import Architecture
 from planner.units import NF4_BYTES_PER_PARAM, compute_precision
-
-# Megatron's interleaved 1F1B schedule with 3 model chunks per device, as Korthikanti §6 ran it.
-VIRTUAL_PIPELINE_STAGES = 3
 
 
 @dataclass(frozen=True)
@@ -28,6 +26,8 @@ class TrainingLayout:
     micro_batch: int
     microbatches: int
     checkpointing: str
+    schedule: str = "1f1b"  # planner.pipeline_schedule.SCHEDULES
+    virtual_stages: int = 1  # model chunks per device under the interleaved schedule
 
 
 @dataclass(frozen=True)
@@ -146,16 +146,18 @@ def training_step(arch: Architecture, itype: InstanceType, accel: Accelerator, p
     passes = 4 / 3 if layout.checkpointing == "full" else 1.0
     nonmatmul_s = passes * efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN * arch.layers * arch.hidden_size * tokens / devices / bandwidth
     compute_s = matmul_s + nonmatmul_s + _dequantise_s(work, accel, layout)
-    bubble_s = compute_s * (pp - 1) / (m * (VIRTUAL_PIPELINE_STAGES if pp > 1 else 1))
+    bubble_s = compute_s * bubble_fraction(layout.schedule, pp, m, layout.virtual_stages)
 
     apn = itype.accelerators_per_node
     intra = intra_node_bytes_per_s(accel)
     # TP: 4 all-reduces of s·b·h activations per layer per micro-batch (2 forward, 2 backward), +2 on recompute.
     reduces = 4 + (2 if layout.checkpointing == "full" else 0)
     tp_s = m * math.ceil(arch.layers / pp) * reduces * ring_s(seq * b * arch.hidden_size * 2, tp, intra, accel=accel)
-    # PP: activations cross each stage boundary forward and back; over the NICs once stages span nodes.
+    # PP: activations cross each stage boundary forward and back (v times as many boundaries when
+    # interleaved); over the NICs once stages span nodes.
     pp_link = inter_node_bytes_per_s(itype) if tp * dp * pp > apn else intra
-    pp_s = 2 * m * seq * b * arch.hidden_size * 2 / tp / pp_link if pp > 1 else 0.0
+    crossings = 2 * m * p2p_factor(layout.schedule, layout.virtual_stages)
+    pp_s = crossings * seq * b * arch.hidden_size * 2 / tp / pp_link if pp > 1 else 0.0
     dp_s = _data_parallel_s(work, itype, accel, layout, compute_s)
     optimizer_s = 2 * local_state_bytes / bandwidth
     step = compute_s + bubble_s + tp_s + pp_s + dp_s + optimizer_s
