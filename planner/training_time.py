@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from planner import efficiency
 from planner.catalog import Accelerator, InstanceType
 from planner.collectives import group_collective_s, inter_node_bytes_per_s, intra_node_bytes_per_s, ring_s
+from planner.gemm_shape import layer_gemm_factor
 from planner.memory import TrainingSetup, base_weight_bytes, gradient_bytes, lora_params, weight_bytes_per_param
 from planner.pipeline_schedule import bubble_fraction, p2p_factor
 from planner.presets import Architecture
@@ -80,13 +81,17 @@ def recompute_flops_per_token(arch: Architecture, seq: int, checkpointing: str) 
 
 
 def _matmul_s(arch: Architecture, accel: Accelerator, precision: str, method: str, seq: int,
-              checkpointing: str, tokens_per_device: float) -> float:
-    """Linear layers run at the precision's tensor rate (FP8 where trained in FP8); the attention
-    core (QKᵀ, softmax·V) stays in 16-bit, as Transformer Engine and Megatron run it."""
+              layout: TrainingLayout, tokens_per_device: float) -> float:
+    """Linear layers run at the precision's tensor rate (FP8 where trained in FP8), at the share big
+    GEMMs reach times their shapes' factor (tile/wave quantisation, roofline: planner/gemm_shape.py);
+    the attention core (QKᵀ, softmax·V) stays in 16-bit, as Transformer Engine and Megatron run it."""
+    checkpointing = layout.checkpointing
     gemm = efficiency.gemm_efficiency(accel)
     linear_precision = compute_precision(precision)
     attention_precision = "bf16" if linear_precision == "fp8" else linear_precision
-    linear_efficiency = gemm * (efficiency.FP8_GEMM_EFFICIENCY_FACTOR if linear_precision == "fp8" else 1.0)
+    shape = layer_gemm_factor(arch, seq * layout.micro_batch, layout.tp, accel, accel.peak_flops(linear_precision),
+                              1 if linear_precision == "fp8" else 2)
+    linear_efficiency = shape * gemm * (efficiency.FP8_GEMM_EFFICIENCY_FACTOR if linear_precision == "fp8" else 1.0)
     extra_linear, extra_attention = recompute_flops_per_token(arch, seq, checkpointing)
     linear = linear_flops_per_token(arch, method) + extra_linear
     # FlashAttention skips the masked half of causal attention: the hardware does half of the
@@ -107,7 +112,7 @@ def _dequantise_s(work: TrainingWork, accel: Accelerator, layout: TrainingLayout
     return layout.microbatches * passes * bytes_per_pass / efficiency.effective_bandwidth(accel, "bf16")
 
 
-def _data_parallel_s(work: TrainingWork, itype: InstanceType, accel: Accelerator, layout: TrainingLayout,
+def _data_parallel_s(work: TrainingWork, itype: InstanceType, accel: Accelerator, layout: TrainingLayout, arch_layers: int,
                      compute_s: float) -> float:
     """Exposed data-parallel communication. Per micro-batch: ZeRO-3/FSDP all-gather the weights in the
     forward and again in the backward and reduce-scatter gradients; ZeRO-2 reduce-scatters gradients
@@ -119,14 +124,16 @@ def _data_parallel_s(work: TrainingWork, itype: InstanceType, accel: Accelerator
         return 0.0
     per_node = max(1, itype.accelerators_per_node // tp)  # Megatron rank order: TP innermost, then DP
 
-    def coll(bytes_: float, phases: int) -> float:
-        return group_collective_s(bytes_, dp, per_node, accel, itype, phases)
+    def coll(bytes_: float, phases: int, calls: int = 1) -> float:
+        return group_collective_s(bytes_, dp, per_node, accel, itype, phases, calls)
 
     shard = tp * pp
     grads = work.trainable_params * work.grad_bytes / shard
     updated = work.trainable_params * work.updated_param_bytes / shard
     gathered = work.gathered_weight_bytes / shard
-    per_microbatch = {2: coll(grads, 1), 3: 2 * coll(gathered, 1) + coll(grads, 1)}.get(layout.zero, 0.0)
+    # ZeRO-3/FSDP gather and reduce-scatter layer by layer: one collective per layer of the stage
+    layers = math.ceil(arch_layers / pp)
+    per_microbatch = {2: coll(grads, 1), 3: 2 * coll(gathered, 1, layers) + coll(grads, 1, layers)}.get(layout.zero, 0.0)
     per_step = {0: coll(grads, 2), 1: coll(grads, 1) + coll(updated, 1), 2: coll(updated, 1)}.get(layout.zero, 0.0)
     compute_per_microbatch = compute_s / m
     exposed = m * max(0.0, per_microbatch - efficiency.COMM_OVERLAP * compute_per_microbatch)
@@ -142,7 +149,7 @@ def training_step(arch: Architecture, itype: InstanceType, accel: Accelerator, p
     tokens = m * b * dp * seq
     peak = accel.peak_flops(compute_precision(precision))
     bandwidth = accel.memory_bandwidth_gb_s * 1e9
-    matmul_s = _matmul_s(arch, accel, precision, work.method, seq, layout.checkpointing, tokens / devices)
+    matmul_s = _matmul_s(arch, accel, precision, work.method, seq, layout, tokens / devices)
     passes = 4 / 3 if layout.checkpointing == "full" else 1.0
     nonmatmul_s = passes * efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN * arch.layers * arch.hidden_size * tokens / devices / bandwidth
     compute_s = matmul_s + nonmatmul_s + _dequantise_s(work, accel, layout)
@@ -158,7 +165,7 @@ def training_step(arch: Architecture, itype: InstanceType, accel: Accelerator, p
     pp_link = inter_node_bytes_per_s(itype) if tp * dp * pp > apn else intra
     crossings = 2 * m * p2p_factor(layout.schedule, layout.virtual_stages)
     pp_s = crossings * seq * b * arch.hidden_size * 2 / tp / pp_link if pp > 1 else 0.0
-    dp_s = _data_parallel_s(work, itype, accel, layout, compute_s)
+    dp_s = _data_parallel_s(work, itype, accel, layout, arch.layers, compute_s)
     optimizer_s = 2 * local_state_bytes / bandwidth
     step = compute_s + bubble_s + tp_s + pp_s + dp_s + optimizer_s
     comm = tp_s + pp_s + dp_s
