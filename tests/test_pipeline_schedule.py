@@ -76,3 +76,25 @@ def test_plan_shows_the_chosen_schedule(catalog):
     assert plan.layout.pipeline_schedule in ("1f1b", "interleaved", "zb-h1")
     assert (plan.layout.virtual_stages is not None) == (plan.layout.pipeline_schedule == "interleaved")
     assert "schedule" in layout_text(plan)
+
+
+def test_tags_carry_the_virtual_stages_the_memory_recheck_uses(catalog):
+    """The deploy-time gate recomputes memory from the tags: an interleaved plan's v travels with them."""
+    from planner.plan import PlanLayout
+    from planner.tags import plan_tags, read_tags, required_memory
+
+    spec = workload(kind="training", model={"preset": "llama-2-70b"},
+                    training={"tokens": 1e10, "sequence_length": 4096, "global_batch_tokens": 4e6},
+                    layout={"pipeline_parallel": 4, "tensor_parallel": 8, "nodes": 4},
+                    constraints={"families": ["p4de"]})
+    plan = plan_workload(spec, catalog)
+    layout = plan.layout.model_dump()
+    interleaved = plan.model_copy(update={"layout": PlanLayout(**{**layout, "pipeline_schedule": "interleaved",
+                                                                   "virtual_stages": 4})})
+    one_f_one_b = plan.model_copy(update={"layout": PlanLayout(**{**layout, "pipeline_schedule": "1f1b",
+                                                                   "virtual_stages": None})})
+    tags = plan_tags(interleaved, spec)
+    assert "vs=4" in tags["gpuplan:layout"]
+    itype = plan.choice.instance_type
+    assert (required_memory(read_tags(tags), catalog, itype).activations
+            > required_memory(read_tags(plan_tags(one_f_one_b, spec)), catalog, itype).activations)
