@@ -62,6 +62,8 @@ PARAMETERS = {
     "FP8_GEMM_EFFICIENCY_FACTOR": _scalar("FP8_GEMM_EFFICIENCY_FACTOR", _grid(0.40, 1.40, 0.02), 1.0),
     "NONMATMUL_BYTES_PER_TOKEN_HIDDEN": _scalar("NONMATMUL_BYTES_PER_TOKEN_HIDDEN", [34 * k for k in range(1, 13)], 68),
     "COMM_OVERLAP": _scalar("COMM_OVERLAP", _grid(0.0, 1.0, 0.05), 0.0),
+    # EFA/InfiniBand small-message latency, ~10 µs a hop, is the prior of a flat ring's step across nodes
+    "INTER_NODE_RING_STEP_S": _scalar("INTER_NODE_RING_STEP_S", _grid(0.0, 50e-6, 2.5e-6), 10e-6),
 }
 # Neuron constants move Neuron rows only (and GPU constants GPU rows only, except the two byte and
 # overlap constants both share), so each platform is fitted on its own rows.

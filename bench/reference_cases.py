@@ -73,9 +73,11 @@ def predict_training(catalog: Catalog, c: dict):
     accel = catalog.accelerator(itype.accelerator)
     setup = TrainingSetup("full", c["precision"], "adamw", "auto", 16, c["seq"])
     microbatches = c["global_batch"] // (c["dp"] * c["micro_batch"])
-    layout = TrainingLayout(c["tp"], c["pp"], c["dp"], c["zero"], c["micro_batch"], microbatches, c["checkpointing"])
     state = sum(training_model_states(arch, setup, c["tp"], c["pp"], c["dp"], c["zero"]))
-    return training_step(arch, itype, accel, c["precision"], c["seq"], layout, state, training_work(arch, setup))
+    return max((training_step(arch, itype, accel, c["precision"], c["seq"],
+                              TrainingLayout(c["tp"], c["pp"], c["dp"], c["zero"], c["micro_batch"], microbatches,
+                                             c["checkpointing"], schedule, v), state, training_work(arch, setup))
+                for schedule, v in reference_sources.stated_schedules(c, arch.layers)), key=lambda e: e.tokens_per_s)
 
 
 def _training_rows(catalog: Catalog) -> list[Row]:
@@ -115,9 +117,12 @@ def predict_neuron_training(catalog: Catalog, c: dict):
     itype, core = catalog.sharded(catalog.instance(c["instance_type"]))
     setup = TrainingSetup("full", "bf16", "adamw", "auto", 16, c["seq"])
     microbatches = c["global_batch"] // c["dp"]
-    layout = TrainingLayout(c["tp"], c["pp"], c["dp"], 1, 1, microbatches, "selective")
     state = sum(training_model_states(arch, setup, c["tp"], c["pp"], c["dp"], 1))
-    return training_step(arch, itype, core, "bf16", c["seq"], layout, state, training_work(arch, setup))
+    return max((training_step(arch, itype, core, "bf16", c["seq"],
+                              TrainingLayout(c["tp"], c["pp"], c["dp"], 1, 1, microbatches, "selective", schedule, v),
+                              state, training_work(arch, setup))
+                for schedule, v in reference_sources.stated_schedules(c, arch.layers)
+                if schedule != "zb-h1"), key=lambda e: e.tokens_per_s)  # NeuronX Distributed has no ZB-H1
 
 
 def _neuron_training_rows(catalog: Catalog) -> list[Row]:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from planner.catalog import Catalog
 from planner.memory import TrainingSetup, training_model_states
+from planner.pipeline_schedule import schedule_options
 from planner.presets import Architecture, presets
 from planner.training_time import TrainingLayout, model_flops_per_token, training_step, training_work
 from planner.yamlsafe import load_text
@@ -148,13 +149,31 @@ def as_planned(row: dict) -> list[dict]:
     return [{**row, "checkpointing": ck, "micro_batch": mb} for ck in recompute for mb in micro]
 
 
+def stated_schedules(row: dict, layers: int) -> list[tuple[str, int]]:
+    """The pipeline schedule a row states (pinned: 1F1B, or interleaved with its v), else the options the
+    planner chooses among (interleaved without its v: the interleaved options)."""
+    pp, schedule, v = row.get("pp") or 1, row.get("schedule"), row.get("virtual_stages")
+    if pp <= 1 or schedule == "1f1b":
+        return [("1f1b", 1)]
+    if schedule == "interleaved" and isinstance(v, int):
+        return [("interleaved", v)]
+    options = schedule_options(pp, layers)
+    if schedule == "interleaved":
+        return [o for o in options if o[0] == "interleaved"] or [("interleaved", 2)]
+    return options
+
+
 def predict(catalog: Catalog, row: dict):
+    """The planner's estimate on the row's layout; where the schedule is not stated, the planner's
+    choice (the fastest of its options)."""
     t = training_inputs(catalog, row)
     arch, accel, setup, dp, zero = t["arch"], t["accel"], t["setup"], t["dp"], t["zero"]
-    layout = TrainingLayout(row["tp"], row["pp"], dp, zero, t["mb"], t["microbatches"], t["checkpointing"])
     state = sum(training_model_states(arch, setup, row["tp"], row["pp"], dp, zero))
-    return arch, accel, training_step(arch, t["itype"], accel, t["precision"], row["seq"], layout, state,
-                                      training_work(arch, setup))
+    estimates = [training_step(arch, t["itype"], accel, t["precision"], row["seq"],
+                               TrainingLayout(row["tp"], row["pp"], dp, zero, t["mb"], t["microbatches"],
+                                              t["checkpointing"], schedule, v), state, training_work(arch, setup))
+                 for schedule, v in stated_schedules(row, arch.layers)]
+    return arch, accel, max(estimates, key=lambda e: e.tokens_per_s)
 
 
 def measured_tflops(r: dict, arch: Architecture, accel) -> float:

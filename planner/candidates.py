@@ -48,6 +48,8 @@ class Candidate:
     micro_batch: int | None = None
     microbatches: int | None = None
     checkpointing: str | None = None
+    pipeline_schedule: str | None = None  # training with PP > 1 (planner/pipeline_schedule.py)
+    virtual_stages: int | None = None
     output_tokens_per_s: float | None = None  # serving: aggregate over replicas at their own batches
     sequences_in_flight: int | None = None
     purchase: str = "on-demand"  # the option the objective was priced at

@@ -38,6 +38,8 @@ class PlanLayout(BaseModel):
     compiled_batch_size: int | None = None  # Neuron: the static batch the model is compiled for
     n_positions: int | None = None  # Neuron: the static sequence length (max context) compiled for
     expert_parallel: int | None = None  # MoE: devices the routed experts are spread over (serving replica or training job)
+    pipeline_schedule: str | None = None  # training with PP > 1: 1f1b | interleaved | zb-h1 (planner/pipeline_schedule.py)
+    virtual_stages: int | None = None  # interleaved schedule: model chunks per device
 
 
 class PlanMemory(BaseModel):

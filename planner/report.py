@@ -8,6 +8,7 @@ import io
 from planner.buying_report import managed_lines, markdown_sections, purchase_rows, rent_lines, storage_lines
 from planner.mdsafe import md_code, md_text
 from planner.noise import grouped_rejections, method_text
+from planner.pipeline_schedule import describe
 from planner.plan import Plan, PlanSet
 from planner.units import GIB
 
@@ -44,8 +45,9 @@ def layout_text(p: Plan) -> str:
             if lay.n_positions else ""
         return f"{text}, {lay.replicas} replica(s), batch {lay.batch_per_replica} per replica{compiled}"
     experts = f" (experts over EP {lay.expert_parallel} devices, carved from DP)" if spread else ""
+    schedule = f", {describe(lay.pipeline_schedule, lay.virtual_stages or 1)} schedule" if lay.pipeline_schedule else ""
     return (f"{text} × DP {lay.data_parallel}{experts}, ZeRO-{lay.zero_stage}, micro-batch {lay.micro_batch} × "
-            f"{lay.microbatches} micro-batches, {lay.activation_checkpointing} recompute")
+            f"{lay.microbatches} micro-batches{schedule}, {lay.activation_checkpointing} recompute")
 
 
 def _banded(perf, field: str, scale: float, fmt: str, unit: str = "") -> str:

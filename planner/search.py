@@ -294,7 +294,8 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
         layout = PlanLayout(tensor_parallel=cand.tp, pipeline_parallel=cand.pp, data_parallel=cand.dp,
                             tensor_parallel_unit=accel.device_unit, zero_stage=cand.zero, micro_batch=cand.micro_batch, replicas=1,
                             activation_checkpointing=cand.checkpointing, microbatches=cand.microbatches,
-                            expert_parallel=cand.tp * cand.train_ep if arch.is_moe else None)
+                            expert_parallel=cand.tp * cand.train_ep if arch.is_moe else None,
+                            pipeline_schedule=cand.pipeline_schedule, virtual_stages=cand.virtual_stages)
         performance = PlanPerformance(training_tokens_per_s=perf.tokens_per_s, step_time_s=perf.step_time_s,
                                       achieved_tflops_per_device=perf.achieved_tflops_per_device,
                                       model_flops_utilization=perf.model_flops_utilization, time_to_train_s=ttt,

@@ -17,7 +17,8 @@ from planner.provisioned import fsx_usd_per_hour, root_volumes_usd_per_hour
 from planner.purchase import COMMITMENT_YEARS, RunQuote, interruptions_per_month, training_quote
 from planner.storage import (FSX_MAX_GIB, S3_MB_S_PER_NODE, StoragePlan, plan_storage, storage_rates,
                              storage_refusal)
-from planner.training_time import (VIRTUAL_PIPELINE_STAGES, TrainingLayout, model_flops_per_token, training_step,
+from planner.pipeline_schedule import memory_virtual_stages, schedule_options
+from planner.training_time import (TrainingLayout, model_flops_per_token, training_step,
                                    training_work)
 from planner.units import compute_precision
 from planner.spec import Workload
@@ -169,12 +170,12 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
     sized = memory_table(arch, setup, flash, neuron)
     fits = fit_table(arch, setup, w.precision, seqs, itype, accel, fit_usable)
 
-    def memory(tp, pp, dp, zero, mb, ck, ep=1):
+    def memory(tp, pp, dp, zero, mb, ck, ep=1, virtual_stages=1):
         m = math.ceil(seqs / (dp * mb))
-        key = (tp, pp, dp, zero, mb, m, ck, ep)
+        key = (tp, pp, dp, zero, mb, m, ck, ep, virtual_stages)
         if (mem := sized.get(key)) is None:
             mem = sized[key] = training_memory(arch, setup, tp, pp, dp, zero, mb, m, ck, flash,
-                                               VIRTUAL_PIPELINE_STAGES, neuron, ep)
+                                               virtual_stages, neuron, ep)
         return m, mem
 
     for tp in tps:
@@ -245,6 +246,8 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
                                  nodes * quote.usd_per_instance_hour, quote.usd_per_run + storage_h * quote.wall_s / 3600,
                                  storage_usd_per_hour=storage_h, zero=layout[0],
                                  micro_batch=layout[1], microbatches=layout[2], checkpointing=layout[3],
+                                 pipeline_schedule=layout[5] if pp > 1 else None,
+                                 virtual_stages=layout[6] if pp > 1 and layout[5] == "interleaved" else None,
                                  purchase=quote.purchase, wall_s=quote.wall_s, train_ep=layout[4])
                 improved = best is None or cand.rank_key < best.rank_key
                 worse_in_a_row = 0 if improved else worse_in_a_row + 1
@@ -278,12 +281,16 @@ def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, c
                     m = math.ceil(seqs / (dp * mb))
                 if mem.total > usable:
                     continue
-
-                layout = TrainingLayout(tp, pp, dp, zero, mb, m, ck, ep)
-                state = mem.weights + mem.gradients + mem.optimizer
-                est = training_step(arch, itype, accel, w.precision, setup.seq, layout, state, work)
-                # equal speed (no data parallelism to shard over): the lower ZeRO stage, which is simpler
-                if best is None or (est.tokens_per_s, -zero) > (best[2].tokens_per_s, -best[0][0]):
-                    best = ((zero, mb, m, ck, ep), mem, est)
+                for schedule, v in schedule_options(pp, arch.layers, not accel.is_neuron):
+                    vm = memory_virtual_stages(schedule, v)
+                    sched_mem = mem if vm == 1 else memory(tp, pp, dp, zero, mb, ck, ep, vm)[1]
+                    if sched_mem.total > usable:
+                        continue
+                    layout = TrainingLayout(tp, pp, dp, zero, mb, m, ck, schedule, v, ep)
+                    state = sched_mem.weights + sched_mem.gradients + sched_mem.optimizer
+                    est = training_step(arch, itype, accel, w.precision, setup.seq, layout, state, work)
+                    # equal speed (no data parallelism to shard over): the lower ZeRO stage, which is simpler
+                    if best is None or (est.tokens_per_s, -zero) > (best[2].tokens_per_s, -best[0][0]):
+                        best = ((zero, mb, m, ck, ep, schedule, v), sched_mem, est)
                 break
     return best

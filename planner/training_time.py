@@ -12,12 +12,11 @@ from planner import efficiency
 from planner.catalog import Accelerator, InstanceType
 from planner.collectives import group_collective_s, inter_node_bytes_per_s, intra_node_bytes_per_s, ring_s
 from planner.expert_training import all_to_all_step_s, expert_weight_traffic_s, expert_work
+from planner.gemm_shape import layer_gemm_factor
 from planner.memory import TrainingSetup, base_weight_bytes, gradient_bytes, lora_params, weight_bytes_per_param
+from planner.pipeline_schedule import bubble_fraction, p2p_factor
 from planner.presets import Architecture
 from planner.units import NF4_BYTES_PER_PARAM, compute_precision
-
-# Megatron's interleaved 1F1B schedule with 3 model chunks per device, as Korthikanti §6 ran it.
-VIRTUAL_PIPELINE_STAGES = 3
 
 
 @dataclass(frozen=True)
@@ -29,6 +28,8 @@ class TrainingLayout:
     micro_batch: int
     microbatches: int
     checkpointing: str
+    schedule: str = "1f1b"  # planner.pipeline_schedule.SCHEDULES
+    virtual_stages: int = 1  # model chunks per device under the interleaved schedule
     ep: int = 1  # MoE: DP ranks the routed experts are split over (planner/expert_training.py)
 
 
@@ -82,13 +83,17 @@ def recompute_flops_per_token(arch: Architecture, seq: int, checkpointing: str) 
 
 
 def _matmul_s(arch: Architecture, accel: Accelerator, precision: str, method: str, seq: int,
-              checkpointing: str, tokens_per_device: float) -> float:
-    """Linear layers run at the precision's tensor rate (FP8 where trained in FP8); the attention
-    core (QKᵀ, softmax·V) stays in 16-bit, as Transformer Engine and Megatron run it."""
+              layout: TrainingLayout, tokens_per_device: float) -> float:
+    """Linear layers run at the precision's tensor rate (FP8 where trained in FP8), at the share big
+    GEMMs reach times their shapes' factor (tile/wave quantisation, roofline: planner/gemm_shape.py);
+    the attention core (QKᵀ, softmax·V) stays in 16-bit, as Transformer Engine and Megatron run it."""
+    checkpointing = layout.checkpointing
     gemm = efficiency.gemm_efficiency(accel)
     linear_precision = compute_precision(precision)
     attention_precision = "bf16" if linear_precision == "fp8" else linear_precision
-    linear_efficiency = gemm * (efficiency.FP8_GEMM_EFFICIENCY_FACTOR if linear_precision == "fp8" else 1.0)
+    shape = layer_gemm_factor(arch, seq * layout.micro_batch, layout.tp, accel, accel.peak_flops(linear_precision),
+                              1 if linear_precision == "fp8" else 2)
+    linear_efficiency = shape * gemm * (efficiency.FP8_GEMM_EFFICIENCY_FACTOR if linear_precision == "fp8" else 1.0)
     extra_linear, extra_attention = recompute_flops_per_token(arch, seq, checkpointing)
     linear = linear_flops_per_token(arch, method) + extra_linear
     # FlashAttention skips the masked half of causal attention: the hardware does half of the
@@ -110,7 +115,7 @@ def _dequantise_s(work: TrainingWork, accel: Accelerator, layout: TrainingLayout
 
 
 def _data_parallel_s(work: TrainingWork, itype: InstanceType, accel: Accelerator, layout: TrainingLayout,
-                     compute_s: float, arch: Architecture | None = None) -> float:
+                     compute_s: float, arch: Architecture) -> float:
     """Exposed data-parallel communication. Per micro-batch: ZeRO-3/FSDP all-gather the weights in the
     forward and again in the backward and reduce-scatter gradients; ZeRO-2 reduce-scatters gradients
     (DeepSpeed). Once per step: ZeRO-0 all-reduces gradients (DDP accumulates locally), ZeRO-1
@@ -121,13 +126,13 @@ def _data_parallel_s(work: TrainingWork, itype: InstanceType, accel: Accelerator
     m = layout.microbatches
     if layout.dp <= 1:
         return 0.0
-    if layout.ep > 1 and arch is not None:
+    if layout.ep > 1:
         dense, experts = expert_work(work, arch)
         expert_layout = replace(layout, tp=layout.tp * layout.ep, dp=layout.dp // layout.ep, ep=1)
-        parts = [_dp_collectives_s(dense, itype, accel, replace(layout, ep=1)),
-                 _dp_collectives_s(experts, itype, accel, expert_layout)]
+        parts = [_dp_collectives_s(dense, itype, accel, replace(layout, ep=1), arch.layers),
+                 _dp_collectives_s(experts, itype, accel, expert_layout, arch.layers)]
     else:
-        parts = [_dp_collectives_s(work, itype, accel, layout)]
+        parts = [_dp_collectives_s(work, itype, accel, layout, arch.layers)]
     per_microbatch = sum(p[0] for p in parts)
     per_step = sum(p[1] for p in parts)
     compute_per_microbatch = compute_s / m
@@ -137,23 +142,25 @@ def _data_parallel_s(work: TrainingWork, itype: InstanceType, accel: Accelerator
 
 
 def _dp_collectives_s(work: TrainingWork, itype: InstanceType, accel: Accelerator,
-                      layout: TrainingLayout) -> tuple[float, float]:
+                      layout: TrainingLayout, arch_layers: int) -> tuple[float, float]:
     """(per micro-batch, per step) data-parallel collective time before any overlap."""
     tp, pp, dp = layout.tp, layout.pp, layout.dp
     if dp <= 1:
         return 0.0, 0.0
+    layers = math.ceil(arch_layers / pp)
     per_node = max(1, itype.accelerators_per_node // tp)  # Megatron rank order: TP innermost, then DP
 
-    def coll(bytes_: float, phases: int) -> float:
-        return group_collective_s(bytes_, dp, per_node, accel, itype, phases)
+    def coll(bytes_: float, phases: int, calls: int = 1) -> float:
+        return group_collective_s(bytes_, dp, per_node, accel, itype, phases, calls)
 
     shard = tp * pp
     grads = work.trainable_params * work.grad_bytes / shard
     updated = work.trainable_params * work.updated_param_bytes / shard
     gathered = work.gathered_weight_bytes / shard
-    # only the chosen stage's collectives are timed (the search times thousands of layouts)
-    per_microbatch = {2: lambda: coll(grads, 1), 3: lambda: 2 * coll(gathered, 1) + coll(grads, 1)}.get(
-        layout.zero, lambda: 0.0)()
+    # only the chosen stage's collectives are timed (the search times thousands of layouts);
+    # ZeRO-3/FSDP gather and reduce-scatter layer by layer: one collective per layer of the stage
+    per_microbatch = {2: lambda: coll(grads, 1),
+                      3: lambda: 2 * coll(gathered, 1, layers) + coll(grads, 1, layers)}.get(layout.zero, lambda: 0.0)()
     per_step = {0: lambda: coll(grads, 2), 1: lambda: coll(grads, 1) + coll(updated, 1),
                 2: lambda: coll(updated, 1)}.get(layout.zero, lambda: 0.0)()
     return per_microbatch, per_step
@@ -167,22 +174,24 @@ def training_step(arch: Architecture, itype: InstanceType, accel: Accelerator, p
     tokens = m * b * dp * seq
     peak = accel.peak_flops(compute_precision(precision))
     bandwidth = accel.memory_bandwidth_gb_s * 1e9
-    matmul_s = _matmul_s(arch, accel, precision, work.method, seq, layout.checkpointing, tokens / devices)
+    matmul_s = _matmul_s(arch, accel, precision, work.method, seq, layout, tokens / devices)
     passes = 4 / 3 if layout.checkpointing == "full" else 1.0
     nonmatmul_s = passes * efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN * arch.layers * arch.hidden_size * tokens / devices / bandwidth
     experts_s = expert_weight_traffic_s(arch, accel, compute_precision(precision), work, tp, pp, layout.ep, b, m, seq,
                                         layout.checkpointing)
     compute_s = matmul_s + nonmatmul_s + _dequantise_s(work, accel, layout) + experts_s
-    bubble_s = compute_s * (pp - 1) / (m * (VIRTUAL_PIPELINE_STAGES if pp > 1 else 1))
+    bubble_s = compute_s * bubble_fraction(layout.schedule, pp, m, layout.virtual_stages)
 
     apn = itype.accelerators_per_node
     intra = intra_node_bytes_per_s(accel)
     # TP: 4 all-reduces of s·b·h activations per layer per micro-batch (2 forward, 2 backward), +2 on recompute.
     reduces = 4 + (2 if layout.checkpointing == "full" else 0)
     tp_s = m * math.ceil(arch.layers / pp) * reduces * ring_s(seq * b * arch.hidden_size * 2, tp, intra, accel=accel)
-    # PP: activations cross each stage boundary forward and back; over the NICs once stages span nodes.
+    # PP: activations cross each stage boundary forward and back (v times as many boundaries when
+    # interleaved); over the NICs once stages span nodes.
     pp_link = inter_node_bytes_per_s(itype) if tp * dp * pp > apn else intra
-    pp_s = 2 * m * seq * b * arch.hidden_size * 2 / tp / pp_link if pp > 1 else 0.0
+    crossings = 2 * m * p2p_factor(layout.schedule, layout.virtual_stages)
+    pp_s = crossings * seq * b * arch.hidden_size * 2 / tp / pp_link if pp > 1 else 0.0
     dp_s = _data_parallel_s(work, itype, accel, layout, compute_s, arch)
     ep_s = all_to_all_step_s(arch, itype, accel, tp, pp, layout.ep, b, m, seq, layout.checkpointing)
     optimizer_s = 2 * local_state_bytes / bandwidth
