@@ -161,8 +161,23 @@ def _split_from_planner(match: re.Match, mapping: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
+def _realigned(old: str, new: str) -> str:
+    """Continuation lines of a `from x import (` that moved keep lining up under its parenthesis."""
+    out, shift = [], 0
+    for before, after in zip(old.split("\n"), new.split("\n")):
+        if shift and before.strip():
+            after = " " * shift + after if shift > 0 else after[min(-shift, len(after) - len(after.lstrip())):]
+        if ")" in before or not before.strip():
+            shift = 0
+        if before.lstrip().startswith("from ") and "import (" in before and ")" not in before:
+            shift = after.index("(") - before.index("(")
+        out.append(after)
+    return "\n".join(out)
+
+
 def rewrite_imports(text: str, mapping: dict[str, str]) -> str:
-    text = rewrite_paths(text, mapping)
+    """Paths first (line for line, so continuations realign), then `from planner import <module>`."""
+    text = _realigned(text, rewrite_paths(text, mapping))
     return FROM_PLANNER.sub(lambda m: _split_from_planner(m, mapping), text)
 
 
