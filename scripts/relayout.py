@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -94,8 +95,11 @@ def preflight() -> None:
     """Refuse a dirty tree, a tree already moved, or a module the map does not place."""
     if git("status", "--porcelain").strip():
         refuse("the working tree has uncommitted changes; commit or stash them first")
-    moved = [s for s in STAGES if (ROOT / "planner" / s).exists()] + \
-        [p for p in PACKAGE_MOVES.values() if (ROOT / p.replace(".", "/")).exists()]
+    def holds_code(folder: Path) -> bool:  # a folder left with only __pycache__ is not a move
+        return any(folder.rglob("*.py"))
+
+    moved = [s for s in STAGES if holds_code(ROOT / "planner" / s)] + \
+        [p for p in PACKAGE_MOVES.values() if holds_code(ROOT / p.replace(".", "/"))]
     if moved:
         refuse(f"already re-laid out ({', '.join(moved)} exist); nothing to do")
     flat = {p.stem for p in (ROOT / "planner").glob("*.py") if p.stem != "__init__"}
@@ -111,7 +115,7 @@ def preflight() -> None:
 
 def move_files() -> None:
     for stage in STAGES:
-        (ROOT / "planner" / stage).mkdir()
+        (ROOT / "planner" / stage).mkdir(exist_ok=True)
         init = ROOT / "planner" / stage / "__init__.py"
         init.write_text(f'"""{stage}: {STAGE_DOCS[stage]}"""\n')
         git("add", str(init.relative_to(ROOT)))
@@ -119,6 +123,7 @@ def move_files() -> None:
         git("mv", f"planner/{old}.py", f"planner/{stage}/{new}.py")
         print(f"moved planner/{old}.py → planner/{stage}/{new}.py")
     for old, new in PACKAGE_MOVES.items():
+        shutil.rmtree(ROOT / new.replace(".", "/"), ignore_errors=True)  # only a stale __pycache__ (preflight)
         git("mv", old.replace(".", "/"), new.replace(".", "/"))
         print(f"moved {old.replace('.', '/')}/ → {new.replace('.', '/')}/")
 
@@ -218,7 +223,10 @@ def write_readme() -> None:
     lines = ["# planner/: the pure domain, as the stages a workload passes through", "",
              "```", "workload → hardware → physics → search → economics → report", "```", "",
              "Imports run one way: a stage imports only itself and the stages before it "
-             "(tests/test_layering.py). `planner/__init__.py` is the front door that runs the chain; "
+             "(tests/test_layering.py). One exception stands, listed edge by edge in that test's "
+             "KNOWN_FORWARD: the search still prices each layout it ranks (search → economics) until it "
+             "ranks price-free and prices the survivors once. `planner/__init__.py` is the front door that "
+             "runs the chain; "
              "planner/ never imports boto3, Pulumi, gpuplan/, components/ or policies/ "
              "(the AWS calls live in gpuplan/aws/). Bundled data stays in planner/data/.", ""]
     for stage in STAGES:
