@@ -186,6 +186,14 @@ def rewrite_imports(text: str, mapping: dict[str, str]) -> str:
     return FROM_PLANNER.sub(lambda m: _split_from_planner(m, mapping), text)
 
 
+def rewrite_module_table(text: str) -> str:
+    """README's "How it estimates" table names planner modules bare (`spec.py`): give each its stage."""
+    bare = re.compile(rf"`({_alternation(list(MOVES))})\.py`")
+    rows = [bare.sub(lambda m: "`{}/{}.py`".format(*MOVES[m.group(1)]), line).replace("`search*.py`", "`search/*.py`")
+            if line.startswith("| `") else line for line in text.split("\n")]
+    return "\n".join(rows)
+
+
 def rewrite_tree(mapping: dict[str, str]) -> list[str]:
     changed = []
     for rel in git("ls-files").splitlines():
@@ -197,6 +205,8 @@ def rewrite_tree(mapping: dict[str, str]) -> list[str]:
         except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
             continue
         new = rewrite_imports(text, mapping)
+        if rel == "README.md":
+            new = rewrite_module_table(new)
         if rel.startswith("planner/") and rel.count("/") == 2 and rel.endswith(".py"):
             # one folder deeper: planner/data/ is now the parent's sibling
             new = new.replace("Path(__file__).resolve().parent /", "Path(__file__).resolve().parents[1] /")
