@@ -11,7 +11,8 @@ the newest sequences), so latency rises for the requests it evicts."""
 from __future__ import annotations
 
 import math
-from pydantic import BaseModel
+
+from planner.plan import KvSizing  # the plan's section; its model stands with the plan model
 
 POLICIES = ("worst-case", "typical")
 # Tokens per KV block, by engine (serving.engine):
@@ -26,18 +27,6 @@ KV_BLOCK_TOKENS: dict[str, int | None] = {"vllm": 16, "lmi": 16, "tgi": 16, "ten
 PREEMPTION = ("typical KV sizing: sequences longer than prompt_tokens + output_tokens take blocks others would "
               "use; when the pool runs out the engine preempts the newest sequences (vLLM recomputes or swaps "
               "them), so their latency rises: size worst-case where every request may run to max_context_tokens")
-
-
-class KvSizing(BaseModel):
-    """The KV policy the plan was sized with, and what the other policy would need on the chosen type."""
-    policy: str  # what sized the plan: worst-case or typical
-    requested: str  # serving.kv_sizing
-    tokens_per_sequence: int
-    block_tokens: int | None = None
-    note: str = ""
-    other_policy: str
-    other_policy_nodes: int | None = None
-    other_policy_replicas: int | None = None
 
 
 def engine_of(serving, neuron: bool) -> str:

@@ -5,8 +5,19 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from planner.kv_sizing import KvSizing
 
+
+
+class KvSizing(BaseModel):
+    """The KV policy the plan was sized with, and what the other policy would need on the chosen type."""
+    policy: str  # what sized the plan: worst-case or typical
+    requested: str  # serving.kv_sizing
+    tokens_per_sequence: int
+    block_tokens: int | None = None
+    note: str = ""
+    other_policy: str
+    other_policy_nodes: int | None = None
+    other_policy_replicas: int | None = None
 
 class Choice(BaseModel):
     instance_type: str

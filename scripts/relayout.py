@@ -50,21 +50,26 @@ MOVES: dict[str, tuple[str, str]] = {
     # hardware
     "units": ("hardware", "units"), "catalog": ("hardware", "catalog"), "regions": ("hardware", "regions"),
     "hardware_facts": ("hardware", "hardware_facts"),
+    "clocks": ("hardware", "clocks"),  # a part's sustained clock under a power cap: the catalog applies it
     # physics
     "efficiency": ("physics", "efficiency"), "collectives": ("physics", "collectives"),
     "memory": ("physics", "memory"), "expert_parallel": ("physics", "expert_parallel"),
     "prefix": ("physics", "prefix"), "speculative": ("physics", "speculative"),
     "performance": ("physics", "performance"), "training_time": ("physics", "training_time"),
     "bands": ("physics", "bands"), "calibration": ("physics", "calibration"), "engines": ("physics", "engines"),
+    "pipeline_schedule": ("physics", "pipeline_schedule"), "gemm_shape": ("physics", "gemm_shape"),
+    "expert_training": ("physics", "expert_training"), "kv_capacity": ("physics", "kv_capacity"),
     # search
     "candidates": ("search", "candidates"), "host_memory": ("search", "host_memory"),
     "search_inference": ("search", "inference"), "search_training": ("search", "training"),
     "search": ("search", "plans"), "frontier": ("search", "frontier"),
+    "search_tables": ("search", "tables"), "parallel_plans": ("search", "parallel"),
+    "kv_sizing": ("search", "kv_sizing"),  # sizes a serving plan under both KV policies (calls the search)
     # economics
     "cost": ("economics", "cost"), "purchase": ("economics", "purchase"), "storage": ("economics", "storage"),
     "managed": ("economics", "managed"), "ownership": ("economics", "ownership"),
     "provisioned": ("economics", "provisioned"), "buying": ("economics", "buying"),
-    "price_review": ("economics", "price_review"),
+    "price_review": ("economics", "price_review"), "price_rule": ("economics", "price_rule"),
     # report
     "report": ("report", "markdown"), "buying_report": ("report", "buying"),
     "frontier_report": ("report", "frontier"), "summary_report": ("report", "summary"),
