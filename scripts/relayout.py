@@ -74,7 +74,7 @@ MOVES: dict[str, tuple[str, str]] = {
     "report": ("report", "markdown"), "buying_report": ("report", "buying"),
     "frontier_report": ("report", "frontier"), "summary_report": ("report", "summary"),
     "mdsafe": ("report", "mdsafe"), "noise": ("report", "noise"), "schemas": ("report", "schemas"),
-    "tags": ("report", "tags"),
+    "tags": ("report", "tags"), "json_stream": ("report", "json_stream"),
 }
 PACKAGE_MOVES = {"planner.aws": "gpuplan.aws"}  # boto3 leaves the pure domain
 SKIP = ("scripts/relayout.py", "planner/data/", "tests/golden/")  # the map itself, data, pinned outputs
