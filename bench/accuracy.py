@@ -1,14 +1,14 @@
 """Predicted vs published for every reference row: leave-one-source-out (LOSO) is the headline.
 
     python bench/accuracy.py                 # per row, then the table per platform and metric
-    python bench/accuracy.py --write-bands   # ... and the plan's 80% bands (planner/bands.py)
+    python bench/accuracy.py --write-bands   # ... and the plan's 80% bands (planner/physics/bands.py)
     python bench/accuracy.py --metric "training peak memory"   # one metric's rows only (no refit
                                              # when no fitted constant enters it: peak memory)
     python bench/accuracy.py --only B200,Trainium2   # LOSO on the sources with rows on these parts only
     python bench/accuracy.py --only serving  # only the sources and rows of serving metrics (faster)
 
 Each source (one paper, code base or vendor table) is predicted with the constants of
-planner/efficiency.py refitted by bench/calibrate.py on every OTHER source: a constant is never
+planner/physics/efficiency.py refitted by bench/calibrate.py on every OTHER source: a constant is never
 checked on a neighbour row from the same code base and cluster it was fitted on. The in-sample
 error (the committed constants, fitted on all sources) stands beside it: it measures fit, not
 generalisation. Targets (issue 25, LOSO): training ≤ 10%, serving throughput ≤ 10%, TTFT and ITL
@@ -28,7 +28,7 @@ from bench import calibrate, reference_sources  # noqa: E402
 import yaml  # noqa: E402
 
 from bench.reference_cases import Row, all_rows, reference  # noqa: E402
-from planner.catalog import bundled  # noqa: E402
+from planner.hardware.catalog import bundled  # noqa: E402
 
 METRICS = ("training TFLOP/s", "training sequences/s", "training peak memory", "serving tokens/s", "TTFT", "ITL")
 PLATFORMS = ("gpu", "b200", "neuron", "trainium2")
@@ -63,7 +63,7 @@ def loso_rows(only: tuple[str, ...] = (), metrics: tuple[str, ...] = METRICS) ->
 
 
 def compared_without_constants(catalog) -> list[Row]:
-    """Peak-memory rows: no fitted constant enters planner.memory, so held out or not is the same."""
+    """Peak-memory rows: no fitted constant enters planner.physics.memory, so held out or not is the same."""
     return reference_sources.memory_rows(catalog, Row)
 
 
@@ -110,7 +110,7 @@ def band_classes(rows: list[Row] | tuple[Row, ...]) -> dict[str, dict]:
 def write_bands(rows: tuple[Row, ...]) -> None:
     """planner/data/accuracy_bands.yaml, with which rows and which date it was computed from, and
     the LOSO and in-sample summaries the README and tests/test_accuracy.py state."""
-    from planner.bands import DATA
+    from planner.physics.bands import DATA
 
     from bench.reference_sources import sources
 

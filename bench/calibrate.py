@@ -1,7 +1,7 @@
-"""Fit the constants of planner/efficiency.py on the published rows of bench/data/reference.yaml.
+"""Fit the constants of planner/physics/efficiency.py on the published rows of bench/data/reference.yaml.
 
     python bench/calibrate.py            # fit on every source, print the constants
-    python bench/calibrate.py --write    # ... and write them into planner/efficiency.py
+    python bench/calibrate.py --write    # ... and write them into planner/physics/efficiency.py
 
 Coordinate descent over a grid per constant, minimising the sum over (platform, metric) classes of
 the median absolute error. Every fit starts from the same stated PRIOR (a value from the physics or
@@ -24,8 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.reference_cases import Row, all_rows  # noqa: E402
-from planner import efficiency  # noqa: E402
-from planner.catalog import bundled  # noqa: E402
+from planner.physics import efficiency  # noqa: E402
+from planner.hardware.catalog import bundled  # noqa: E402
 
 STARTS = (None, 0.25, 0.5, 0.75)  # the priors, then every constant at that quantile of its grid
 COARSE = 4  # coarse stride of the grid search, then a full-resolution search around the best
@@ -164,7 +164,7 @@ EFFICIENCY = Path(efficiency.__file__)
 
 
 def write_constants(fitted: dict[str, float]) -> None:
-    """Rewrite the assignments in planner/efficiency.py with the fitted values (comments kept)."""
+    """Rewrite the assignments in planner/physics/efficiency.py with the fitted values (comments kept)."""
     text = EFFICIENCY.read_text()
     tables: dict[str, dict[str, float]] = {}
     for name, value in fitted.items():

@@ -27,7 +27,7 @@ NODE_CAPS = (16, 32, 64, 128)
 PRESETS = ("llama-3-70b", "llama-3-8b", "llama-3.1-70b")
 sys.path.insert(0, str(ROOT))
 
-from planner.yamlsafe import load_text  # noqa: E402
+from planner.workload.yamlsafe import load_text  # noqa: E402
 
 
 def timed_plan(workloads: list[dict]) -> tuple[float, int]:

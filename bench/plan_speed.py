@@ -24,12 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import yaml  # noqa: E402
 
-from planner.catalog import Catalog, bundled  # noqa: E402
-from planner.errors import InfeasibleError  # noqa: E402
-from planner.frontier import frontier  # noqa: E402
-from planner.search import plan_workload  # noqa: E402
-from planner.search_tables import clear_search_tables  # noqa: E402
-from planner.spec import parse_workloads  # noqa: E402
+from planner.hardware.catalog import Catalog, bundled  # noqa: E402
+from planner.workload.errors import InfeasibleError  # noqa: E402
+from planner.search.frontier import frontier  # noqa: E402
+from planner.search.plans import plan_workload  # noqa: E402
+from planner.search.tables import clear_search_tables  # noqa: E402
+from planner.workload.spec import parse_workloads  # noqa: E402
 
 SERVING_70B = {"name": "serve-70b", "kind": "inference", "model": {"preset": "llama-3.1-70b"},
                "serving": {"max_context_tokens": 8192, "concurrent_requests": 64, "target_output_tokens_per_s": 2000,
@@ -93,7 +93,7 @@ def main() -> None:
 
 
 def import_probe() -> None:
-    probe = subprocess.run([sys.executable, "-c", "import sys, gpuplan.cli, planner.search, planner.report;"
+    probe = subprocess.run([sys.executable, "-c", "import sys, gpuplan.cli, planner.search.plans, planner.report.markdown;"
                             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pulumi','boto3','botocore','pulumi_aws')))"],
                            capture_output=True, text=True, check=True, cwd=ROOT, env=_ENV)
     print(f"pulumi/boto3 modules imported on the planning path: {probe.stdout.strip()}")

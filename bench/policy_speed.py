@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpuplan.offline import synthesize  # noqa: E402
 from policies.resources import Resource  # noqa: E402
-from planner.yamlsafe import load_text  # noqa: E402
+from planner.workload.yamlsafe import load_text  # noqa: E402
 from policies.rules import evaluate  # noqa: E402
 
 TARGET = 1000

@@ -9,13 +9,13 @@ from pathlib import Path
 
 
 from bench import reference_sources
-from planner import efficiency
-from planner.catalog import Catalog
-from planner.memory import TrainingSetup, training_model_states
-from planner.performance import decode_step, prefill_s, serving_estimate
-from planner.presets import presets
-from planner.yamlsafe import load_text
-from planner.training_time import TrainingLayout, model_flops_per_token, training_step, training_work
+from planner.physics import efficiency
+from planner.hardware.catalog import Catalog
+from planner.physics.memory import TrainingSetup, training_model_states
+from planner.physics.performance import decode_step, prefill_s, serving_estimate
+from planner.workload.presets import presets
+from planner.workload.yamlsafe import load_text
+from planner.physics.training_time import TrainingLayout, model_flops_per_token, training_step, training_work
 
 DATA = Path(__file__).resolve().parent / "data" / "reference.yaml"
 GPT_FAST_CONTEXT = 5 + 200 / 2  # prompt of 5 tokens, 200 generated: the mean context of a step

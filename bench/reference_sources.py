@@ -17,12 +17,12 @@ from functools import cache
 from pathlib import Path
 
 
-from planner.catalog import Catalog
-from planner.memory import TrainingSetup, training_model_states
-from planner.pipeline_schedule import schedule_options
-from planner.presets import Architecture, presets
-from planner.training_time import TrainingLayout, model_flops_per_token, training_step, training_work
-from planner.yamlsafe import load_text
+from planner.hardware.catalog import Catalog
+from planner.physics.memory import TrainingSetup, training_model_states
+from planner.physics.pipeline_schedule import schedule_options
+from planner.workload.presets import Architecture, presets
+from planner.physics.training_time import TrainingLayout, model_flops_per_token, training_step, training_work
+from planner.workload.yamlsafe import load_text
 
 DIR = Path(__file__).resolve().parent / "data" / "reference"
 # The AWS node with the published part: 8 SXM GPUs on NVLink (p4d/p4de/p5/p5en), A10G's g5.
@@ -92,7 +92,7 @@ def training_inputs(catalog: Catalog, row: dict) -> dict:
 
 
 # How each code base keeps model states and what its "selective" / unstated recompute means, for the
-# peak-memory comparison (planner.memory.STATE_BYTES, activation_bytes_per_layer):
+# peak-memory comparison (planner.physics.memory.STATE_BYTES, activation_bytes_per_layer):
 # - torchtitan: FSDP2 with fp32 sharded parameters; selective = per-operator SAC
 #   (`selective_ac_option = "op"`, the llama3 .toml configs).
 # - fms-fsdp: FSDP with fp32 flat parameters; its "selective" checkpoints a fraction of whole blocks
@@ -122,8 +122,8 @@ def memory_inputs(catalog: Catalog, row: dict) -> dict:
 
 
 def peak_memory_bytes(catalog: Catalog, row: dict) -> float:
-    """planner.memory.training_memory on the row's published layout, as its code base keeps memory."""
-    from planner.memory import training_memory
+    """planner.physics.memory.training_memory on the row's published layout, as its code base keeps memory."""
+    from planner.physics.memory import training_memory
 
     t = memory_inputs(catalog, row)
     return training_memory(t["arch"], t["setup"], row["tp"], row["pp"], t["dp"], t["zero"], t["mb"],
@@ -131,8 +131,8 @@ def peak_memory_bytes(catalog: Catalog, row: dict) -> float:
                            row.get("virtual_stages") or 1).total
 
 
-UNSTATED_RECOMPUTE = ("none", "selective", "full")  # planner/search_training.py CHECKPOINTING
-UNSTATED_MICRO_BATCHES = (1, 2, 4, 8, 16)  # planner/search_training.py MICRO_BATCHES
+UNSTATED_RECOMPUTE = ("none", "selective", "full")  # planner/search/training.py CHECKPOINTING
+UNSTATED_MICRO_BATCHES = (1, 2, 4, 8, 16)  # planner/search/training.py MICRO_BATCHES
 
 
 def as_planned(row: dict) -> list[dict]:
@@ -268,9 +268,9 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
     as the engine's KV memory holds at the full context run at once, in waves; each wave's prompts
     are prefilled together, then it decodes in lock-step (ITL at the mean context); throughput =
     batch · output ÷ the waves' total time, TTFT and ITL the means over the requests."""
-    from planner import efficiency
-    from planner.kv_capacity import resident_sequences, static_batch
-    from planner.performance import decode_step, prefill_s, serving_estimate
+    from planner.physics import efficiency
+    from planner.physics.kv_capacity import resident_sequences, static_batch
+    from planner.physics.performance import decode_step, prefill_s, serving_estimate
 
     out = []
     for source_id, data in sources().items():
@@ -288,7 +288,7 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
             if r["load"] == "closed-loop":
                 e = serving_estimate(arch, accel, w, kv, r["tp"], 1, b, prompt, n, itype)
                 tps, ttft, itl = e.output_tokens_per_s_per_replica, e.time_to_first_token_s, e.inter_token_latency_s
-            else:  # waves of the sequences whose KV fits at the full context (planner/kv_capacity.py)
+            else:  # waves of the sequences whose KV fits at the full context (planner/physics/kv_capacity.py)
                 tp = r["tp"]
                 waves = static_batch(
                     b, resident_sequences(arch, accel, w, kv, tp, prompt + n), n,
@@ -305,7 +305,7 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
 
 
 def memory_rows(catalog: Catalog, row_type):
-    """Published per-GPU peak memory against planner.memory.training_memory on the same layout.
+    """Published per-GPU peak memory against planner.physics.memory.training_memory on the same layout.
     No fitted constant enters memory, so these rows are the same held out or not."""
     out, dropped = [], set(implausible(catalog))
     for source_id, data in sources().items():

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
-from planner.errors import shown
+from planner.workload.errors import shown
 
 # EC2 resource ids: the prefix and 8 (older) or 17 hex digits. EC2's service model (botocore) gives these
 # shapes no pattern; SageMaker's gives SubnetId [-0-9a-zA-Z]+ of at most 32, which these satisfy.
@@ -142,7 +142,7 @@ def read_deployments(raw: Any, workloads: list[str]) -> dict[str, Deployment]:
 def read_stack_settings(config: dict) -> None:
     """The stack's own gpuplan:* settings beside workloads and deployments, checked as AWS will read
     them. Raises ValueError("<key as written>: <what is wrong>") for the first problem."""
-    from planner.tags import tag_value_problem
+    from planner.report.tags import tag_value_problem
 
     vpc = config.get("gpuplan:vpcId")
     if vpc is not None and not (isinstance(vpc, str) and VPC_ID.match(vpc)):

@@ -10,7 +10,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components import settings
-from planner.plan import Plan
+from planner.workload.plan import Plan
 
 VARIANT = "AllTraffic"
 

@@ -23,12 +23,12 @@ import pulumi_aws as aws
 from components import InferenceEndpoint, InferenceEndpointArgs, TrainingCluster, TrainingClusterArgs
 from components.config import Deployment, read_deployments, read_stack_settings
 from planner import InfeasibleError, SpecError, plan_workloads
-from planner import catalog as catalog_mod
-from planner.paths import overlay_path
-from planner import provisioned
-from planner.spec import (STACK_CATALOG_KEY, STACK_DOCUMENT_KEYS, STACK_KEY, STACK_REGION_KEY, parse_workloads,
-                          stack_document)
-from planner.tags import plan_tags, tag_value_problem
+from planner.hardware import catalog as catalog_mod
+from planner.workload.paths import overlay_path
+from planner.economics import provisioned
+from planner.workload.spec import (STACK_CATALOG_KEY, STACK_DOCUMENT_KEYS, STACK_KEY, STACK_REGION_KEY, parse_workloads,
+                                   stack_document)
+from planner.report.tags import plan_tags, tag_value_problem
 
 
 def fail(key: str, message: str) -> None:

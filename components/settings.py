@@ -8,10 +8,10 @@ from functools import cache
 from importlib import resources
 
 
-from planner import provisioned
-from planner.engines import engine_table
-from planner.plan import Plan
-from planner.yamlsafe import load_text
+from planner.economics import provisioned
+from planner.physics.engines import engine_table
+from planner.workload.plan import Plan
+from planner.workload.yamlsafe import load_text
 
 # Model download: SageMaker pulls artifacts from S3 at a few hundred MB/s per instance; budget
 # 100 MB/s so a 141 GB model gets ~24 min, within SageMaker's 3,600 s ceiling for both timeouts.
@@ -196,12 +196,12 @@ def startup_timeout_s(plan: Plan) -> int:
 
 
 def volume_size_gb(plan: Plan) -> int | None:
-    """Room for the model twice over (planner/provisioned.py, which prices it); None where SageMaker forbids it."""
+    """Room for the model twice over (planner/economics/provisioned.py, which prices it); None where SageMaker forbids it."""
     weights = plan.memory.per_device_bytes["weights"] * plan.layout.tensor_parallel * plan.layout.pipeline_parallel
     return provisioned.ml_volume_gb(plan.choice.instance_type, weights)
 
 
 def root_volume_gb(plan: Plan) -> int:
-    """Root volume for the DLAMI plus one full checkpoint's model states per node (planner/provisioned.py)."""
+    """Root volume for the DLAMI plus one full checkpoint's model states per node (planner/economics/provisioned.py)."""
     return provisioned.root_volume_gb(provisioned.states_per_device(plan),
                                       plan.choice.devices_per_node or plan.choice.accelerators_per_node)

@@ -10,9 +10,9 @@ import pulumi
 import pulumi_aws as aws
 
 from components import settings
-from planner.catalog import InstanceType
-from planner.plan import Plan
-from planner.provisioned import FSX_BACKUP_DAYS
+from planner.hardware.catalog import InstanceType
+from planner.workload.plan import Plan
+from planner.economics.provisioned import FSX_BACKUP_DAYS
 
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
 FSX_MOUNT_POINT = "/fsx"
@@ -61,7 +61,7 @@ class TrainingClusterArgs:
 
     @property
     def wants_fsx(self) -> bool:
-        """The plan sizes storage (planner/storage.py): FSx when S3 streaming cannot carry the run."""
+        """The plan sizes storage (planner/economics/storage.py): FSx when S3 streaming cannot carry the run."""
         if self.fsx is not None:
             return self.fsx
         return self.plan.storage is not None and self.plan.storage.recommendation == "fsx"
@@ -153,7 +153,7 @@ aws cloudwatch put-metric-data --region "$REGION" --namespace {namespace} --metr
 
 
 def publisher(workload: str) -> str:
-    """The metric hook's script; the workload name is [a-z0-9-] (planner/spec.py), safe in shorthand."""
+    """The metric hook's script; the workload name is [a-z0-9-] (planner/workload/spec.py), safe in shorthand."""
     return PUBLISHER.replace("{workload}", workload).replace("{namespace}", METRICS_NAMESPACE)
 
 
@@ -240,7 +240,7 @@ class TrainingCluster(pulumi.ComponentResource):
         self.filesystem = None
         fsx_mount = None
         if args.wants_fsx:
-            sizing = plan.storage.fsx  # deployment type, throughput tier and capacity (planner/storage.py)
+            sizing = plan.storage.fsx  # deployment type, throughput tier and capacity (planner/economics/storage.py)
             self.filesystem = aws.fsx.LustreFileSystem(
                 f"{name}-fsx", storage_capacity=sizing.storage_capacity_gib, subnet_ids=args.subnet_id,
                 deployment_type=sizing.deployment_type, per_unit_storage_throughput=sizing.per_unit_storage_throughput,

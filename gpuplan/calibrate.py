@@ -1,16 +1,16 @@
 """`gpuplan calibrate`: match each measurement to its hardware, model and layout, plan that exact
-setup, and fit measured ÷ predicted per (accelerator, engine, metric) (planner/calibration.py)."""
+setup, and fit measured ÷ predicted per (accelerator, engine, metric) (planner/physics/calibration.py)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 
-from planner import catalog as catalog_mod
-from planner.calibration import Calibration, Evidence, fit_all
-from planner.errors import InfeasibleError, SpecError
-from planner.presets import preset_for_model_id, presets
-from planner.search import plan_workload
-from planner.spec import Workload
+from planner.hardware import catalog as catalog_mod
+from planner.physics.calibration import Calibration, Evidence, fit_all
+from planner.workload.errors import InfeasibleError, SpecError
+from planner.workload.presets import preset_for_model_id, presets
+from planner.search.plans import plan_workload
+from planner.workload.spec import Workload
 
 from gpuplan.measurements import Measurement
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from planner.errors import SpecError
-from planner.frontier import Frontier
-from planner.frontier_report import values
+from planner.workload.errors import SpecError
+from planner.search.frontier import Frontier
+from planner.report.frontier import values
 
 FORMATS = (".svg", ".png", ".html")
 

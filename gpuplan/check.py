@@ -9,10 +9,10 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from planner import PlanSet, plan_workloads
-from planner import catalog as catalog_mod
-from planner.errors import SpecError
-from planner.mdsafe import md_code, md_text
-from planner.spec import STACK_CATALOG_KEY, STACK_KEY, WorkloadFile, load_workloads
+from planner.hardware import catalog as catalog_mod
+from planner.workload.errors import SpecError
+from planner.report.mdsafe import md_code, md_text
+from planner.workload.spec import STACK_CATALOG_KEY, STACK_KEY, WorkloadFile, load_workloads
 
 # Stand-ins for the environment inputs a real deployment supplies; no rule reads them.
 # (shaped as AWS ids, so the program's own shape checks pass them)
@@ -107,7 +107,7 @@ def validate_deployments(path: str | Path, spec: WorkloadFile) -> dict:
 def check_tags(path: str | Path, spec: WorkloadFile, plans: PlanSet) -> None:
     """Every tag value the program will write on each planned workload's resources, against AWS's tag
     pattern and length (SageMaker, IAM and FSx refuse the resource otherwise): SpecError naming it."""
-    from planner.tags import plan_tags, tag_value_problem
+    from planner.report.tags import plan_tags, tag_value_problem
 
     environment = (spec.stack_config or {}).get("gpuplan:environment") or "production"
     by_name = {w.name: w for w in spec.workloads}

@@ -86,14 +86,14 @@ def calibration_of(spec, path: Optional[Path], file: Path):
         path = file.parent / str(spec.stack_config["gpuplan:calibration"])
     if not path:
         return None
-    from planner.calibration import load  # only when one applies: start-up (issue 29)
+    from planner.physics.calibration import load  # only when one applies: start-up (issue 29)
 
     return load(path)
 
 
 def calibrated(plans, spec, path: Optional[Path], file: Path):
-    """The plans with the calibration's factors applied (planner/calibration.py apply)."""
-    from planner.calibration import apply
+    """The plans with the calibration's factors applied (planner/physics/calibration.py apply)."""
+    from planner.physics.calibration import apply
 
     cal = calibration_of(spec, path, file)
     if cal is None:
@@ -112,8 +112,8 @@ def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--w
     """Plan each workload: instance type, node count, layout, memory, performance and cost."""
     from gpuplan.check import check_tags, validate_deployments
     from planner import load_workloads, plan_workloads
-    from planner.report import render_markdown, render_table
-    from planner.summary_report import render_summary
+    from planner.report.markdown import render_markdown, render_table
+    from planner.report.summary import render_summary
 
     def build():
         spec = load_workloads(file)
@@ -129,10 +129,10 @@ def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--w
 
     plans = guarded(build)
     if format != PlanFormat.json and not all_options:
-        from planner.noise import readable
+        from planner.report.noise import readable
         plans = readable(plans)
     if format == PlanFormat.json:  # plan by plan, the bytes render_json gives (5,000 plans are ~76 MB)
-        from planner.json_stream import write_json
+        from planner.report.json_stream import write_json
 
         return write_json(plans, sys.stdout)
     render = {PlanFormat.markdown: render_markdown, PlanFormat.table: render_table,
@@ -150,8 +150,8 @@ def frontier(file: Path = FileArg,
              calibration: Optional[Path] = CalibrationOpt) -> None:
     """Every plan no other plan beats on cost and latency (serving) or cost and time to train (training)."""
     from planner import frontier_file, load_workloads
-    from planner.calibration import apply
-    from planner.frontier_report import render_json, render_markdown, render_table
+    from planner.physics.calibration import apply
+    from planner.report.frontier import render_json, render_markdown, render_table
 
     def build():
         cal = calibration_of(load_workloads(file), calibration, file)
@@ -213,8 +213,8 @@ def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAM
     """The pull-request cost comment: monthly cost before and after, per workload, with policy verdicts."""
     from gpuplan import costdiff
     from planner import plan_workloads
-    from planner.calibration import apply
-    from planner.spec import load_workloads
+    from planner.physics.calibration import apply
+    from planner.workload.spec import load_workloads
 
     if (base is None) == (base_ref is None):
         fail("give exactly one of --base FILE or --base-ref REF", 2)
@@ -243,8 +243,8 @@ def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAM
             verdicts = check_file(head, load_policy_config(policy_config), head_spec, after, stand_ins=True)
         diff = costdiff.compare(before, after, str(base or f"{base_ref}:{head}"), str(head), verdicts, notes)
         if frontiers and format == Format.markdown:  # the comment folds them in; JSON and tables do not
-            from planner import catalog as catalog_mod
-            from planner.frontier import frontier
+            from planner.hardware import catalog as catalog_mod
+            from planner.search.frontier import frontier
 
             moved = {r.workload for r in diff.workloads if r.status in ("changed", "added")}
             head_catalog = catalog_mod.load(head_spec.catalog)
@@ -286,7 +286,7 @@ def calibrate_command(results: list[Path] = typer.Argument(..., help="Benchmark 
     factors per (accelerator, engine, metric) for --calibration."""
     from gpuplan import measurements
     from gpuplan.calibrate import calibrate as fit
-    from planner.calibration import LABELS, dump
+    from planner.physics.calibration import LABELS, dump
 
     def build():
         found = [m for path in results for m in measurements.read(path)]
@@ -312,8 +312,9 @@ def observe(file: Path = FileArg, since: str = typer.Option("7d", "--since", hel
                                                "`gpuplan calibrate` (JSON)")) -> None:
     """Plan against actual for each deployed workload, from its CloudWatch metrics (boto3)."""
     from gpuplan import observe as obs
-    from planner import aws, plan_workloads
-    from planner.spec import load_workloads
+    from gpuplan import aws
+    from planner import plan_workloads
+    from planner.workload.spec import load_workloads
 
     try:
         since_s = obs.since_seconds(since)
@@ -347,7 +348,7 @@ def models() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from planner.presets import presets
+    from planner.workload.presets import presets
 
     table = Table("preset", "params", "active", "layers", "hidden", "heads", "kv heads", "context", box=None)
     for name, arch in presets().items():
@@ -372,9 +373,9 @@ def catalog_list(catalog: Optional[Path] = CatalogOpt,
     from rich.console import Console
     from rich.table import Table
 
-    from planner import catalog as catalog_mod
+    from planner.hardware import catalog as catalog_mod
 
-    from planner.regions import check_region
+    from planner.hardware.regions import check_region
 
     cat = guarded(lambda: catalog_mod.load(catalog))
     guarded(lambda: check_region(region, cat, "--region"))
@@ -399,7 +400,7 @@ def catalog_show(instance_type: str = typer.Argument(..., help="An instance type
     """Every figure of one instance type and its accelerator, with sources and dates."""
     import yaml
 
-    from planner import catalog as catalog_mod
+    from planner.hardware import catalog as catalog_mod
 
     cat = guarded(lambda: catalog_mod.load(catalog))
     itype = cat.instance(instance_type)
@@ -430,10 +431,11 @@ def catalog_refresh(region: list[str] = typer.Option(["us-east-1", "us-west-2", 
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from planner import aws, price_review
-    from planner import catalog as catalog_mod
+    from gpuplan import aws
+    from planner.economics import price_review
+    from planner.hardware import catalog as catalog_mod
 
-    from planner.regions import check_region_name
+    from planner.hardware.regions import check_region_name
 
     for name in region:
         guarded(lambda: check_region_name(name, "--region"))
@@ -509,10 +511,11 @@ def preflight(file: Path = FileArg, region: Optional[str] = RegionOpt, catalog: 
     from rich.console import Console
     from rich.table import Table
 
-    from planner import aws, plan_workloads
-    from planner import catalog as catalog_mod
+    from gpuplan import aws
+    from planner import plan_workloads
+    from planner.hardware import catalog as catalog_mod
     from gpuplan.check import validate_deployments
-    from planner.spec import load_workloads
+    from planner.workload.spec import load_workloads
 
     spec = guarded(lambda: load_workloads(file))
     deployments = guarded(lambda: validate_deployments(file, spec))
@@ -543,7 +546,7 @@ def schema(name: SchemaName = typer.Argument(..., help="workloads, stack, overla
     """Print the JSON Schema of a file gpuplan reads (workloads, stack, overlay) or writes (plan JSON)."""
     import json
 
-    from planner.schemas import schema_for
+    from planner.report.schemas import schema_for
 
     typer.echo(json.dumps(schema_for(name.value), indent=2, ensure_ascii=False))
 

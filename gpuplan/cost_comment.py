@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 from gpuplan.costdiff import MARKER, CostDiff, KindTotal, WorkloadCost, is_serving
-from planner.buying_report import buying_summary
-from planner.frontier_report import mermaid as frontier_mermaid
-from planner.mdsafe import md_code, md_text
-from planner.report import render_markdown as render_plans_markdown
+from planner.report.buying import buying_summary
+from planner.report.frontier import mermaid as frontier_mermaid
+from planner.report.mdsafe import md_code, md_text
+from planner.report.markdown import render_markdown as render_plans_markdown
 
 # GitHub refuses an issue or pull-request comment body over 65,536 characters (the API's 422
 # "Body is too long (maximum is 65536 characters)"); keep a margin for the workflow's own lines.

@@ -13,10 +13,10 @@ from typing import Iterator
 from pydantic import BaseModel, Field
 
 from gpuplan.check import CheckReport
-from planner.errors import InfeasibleError, SpecError
-from planner.frontier import Frontier
-from planner.plan import Plan, PlanSet
-from planner.spec import STACK_CATALOG_KEY, read_yaml
+from planner.workload.errors import InfeasibleError, SpecError
+from planner.search.frontier import Frontier
+from planner.workload.plan import Plan, PlanSet
+from planner.workload.spec import STACK_CATALOG_KEY, read_yaml
 
 MARKER = "<!-- gpuplan-cost-comment -->"
 
@@ -194,9 +194,9 @@ def plan_base(path: Path | None, scratch: str = "", shown_as: str = "") -> tuple
     """Plan the base side with its own catalog overlay. A base that cannot be read, or a workload in it
     with no feasible plan, is the state before the change, not a failure of it: it becomes a note and
     its workloads count as added."""
-    from planner import catalog as catalog_mod
-    from planner.search import plan_workload
-    from planner.spec import load_workloads
+    from planner.hardware import catalog as catalog_mod
+    from planner.search.plans import plan_workload
+    from planner.workload.spec import load_workloads
 
     def named(exc: SpecError) -> str:
         if scratch and exc.file.startswith(scratch):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from planner.errors import SpecError
+from planner.workload.errors import SpecError
 
 TRAINING_COLUMNS = ("model", "instance_type", "nodes", "tensor_parallel", "pipeline_parallel", "data_parallel",
                     "precision", "sequence_length", "global_batch_sequences", "tokens_per_s_per_device",
@@ -33,7 +33,7 @@ class Measurement:
     concurrency: int | None = None
     prompt_tokens: int | None = None
     output_tokens: int | None = None
-    metrics: dict[str, float] = field(default_factory=dict)  # planner/calibration.py METRICS names, SI units
+    metrics: dict[str, float] = field(default_factory=dict)  # planner/physics/calibration.py METRICS names, SI units
     training: dict[str, object] = field(default_factory=dict)
 
 
@@ -157,7 +157,7 @@ def read_observation(path: Path, data: dict) -> list[Measurement]:
         metrics = r.get("metrics")
         if not isinstance(metrics, dict) or not metrics:
             raise _fail(path, f"{where}metrics: missing")
-        from planner.calibration import METRICS
+        from planner.physics.calibration import METRICS
 
         unknown = next((k for k in metrics if k not in METRICS), None)
         if unknown is not None:

@@ -14,8 +14,8 @@ from datetime import datetime, timedelta, timezone
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from planner.aws.calls import AwsError, _reason, client
-from planner.plan import Plan
+from gpuplan.aws.calls import AwsError, _reason, client
+from planner.workload.plan import Plan
 
 VARIANT = "AllTraffic"  # components/inference.py VARIANT
 TRAINING_NAMESPACE = "gpuplan/training"

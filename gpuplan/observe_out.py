@@ -2,7 +2,7 @@
 `gpuplan calibrate` reads (gpuplan/measurements.py read_observation), one record per workload.
 
 Each record pins what ran (the plan's instance type, engine and layout, the spec's model and token
-lengths) and carries the measured figures in planner/calibration.py METRICS names, SI units:
+lengths) and carries the measured figures in planner/physics/calibration.py METRICS names, SI units:
 - training: TokensPerSecond, as published by the nodes (whole job) → training_tokens_per_s;
 - serving: SageMaker ModelLatency is the whole request, TTFT + (output − 1) × ITL (the decode loop).
   CloudWatch does not split it, so the record keeps the planned TTFT and assigns the rest to ITL:
@@ -15,8 +15,8 @@ import json
 import math
 from datetime import datetime, timezone
 
-from planner.plan import Plan
-from planner.spec import Workload
+from planner.workload.plan import Plan
+from planner.workload.spec import Workload
 
 from gpuplan.observe import Observation
 

@@ -6,19 +6,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from planner.errors import InfeasibleError, SpecError
+from planner.workload.errors import InfeasibleError, SpecError
 
 if TYPE_CHECKING:
-    from planner.plan import Plan, PlanSet
-    from planner.spec import Workload, WorkloadFile
+    from planner.workload.plan import Plan, PlanSet
+    from planner.workload.spec import Workload, WorkloadFile
 
 __all__ = ["InfeasibleError", "Plan", "PlanSet", "SpecError", "Workload", "WorkloadFile", "load_workloads",
            "plan_file", "plan_workloads"]
 
 # Loaded on first use, not at `import planner`: `gpuplan --help` needs none of them, and pydantic models
 # plus the search modules are most of a plan's start-up (issue 29).
-_LAZY = {"Plan": "planner.plan", "PlanSet": "planner.plan", "Workload": "planner.spec",
-         "WorkloadFile": "planner.spec", "load_workloads": "planner.spec", "plan_workload": "planner.search"}
+_LAZY = {"Plan": "planner.workload.plan", "PlanSet": "planner.workload.plan", "Workload": "planner.workload.spec",
+         "WorkloadFile": "planner.workload.spec", "load_workloads": "planner.workload.spec", "plan_workload": "planner.search.plans"}
 
 
 def __getattr__(name: str):
@@ -30,8 +30,8 @@ def __getattr__(name: str):
 
 
 def _selected(spec: WorkloadFile, catalog_path, region, only):
-    from planner import catalog as catalog_mod
-    from planner.regions import check_region
+    from planner.hardware import catalog as catalog_mod
+    from planner.hardware.regions import check_region
 
     path = catalog_path or spec.catalog
     catalog = catalog_mod.load(path)
@@ -76,9 +76,9 @@ def plan_workloads(spec: WorkloadFile, catalog_path: str | Path | None = None, r
     """Plan every workload (or the one named `only`); the spec's `catalog:` applies unless overridden.
     Workloads that differ only in name share one search (a fleet of identical endpoints is common);
     `progress(done, total)` is told after each."""
-    from planner.parallel_plans import plan_each
-    from planner.plan import PlanSet
-    from planner.search import plan_workload
+    from planner.search.parallel import plan_each
+    from planner.workload.plan import PlanSet
+    from planner.search.plans import plan_workload
 
     path, catalog, workloads = _selected(spec, catalog_path, region, only)
     plans: list[Plan] = []
@@ -105,8 +105,8 @@ def frontier_file(path: str | Path, catalog_path: str | Path | None = None, regi
                   only: str | None = None, correct=None) -> list:
     """The cost–latency frontier of every workload in the file (or the one named `only`); `correct`
     (Plan → Plan, a calibration) is applied to every point."""
-    from planner.frontier import frontier
-    from planner.spec import load_workloads
+    from planner.search.frontier import frontier
+    from planner.workload.spec import load_workloads
 
     _, catalog, workloads = _selected(load_workloads(path), catalog_path, region, only)
     return [frontier(w, catalog, correct) for w in workloads]
@@ -114,6 +114,6 @@ def frontier_file(path: str | Path, catalog_path: str | Path | None = None, regi
 
 def plan_file(path: str | Path, catalog_path: str | Path | None = None, region: str | None = None,
               only: str | None = None) -> PlanSet:
-    from planner.spec import load_workloads
+    from planner.workload.spec import load_workloads
 
     return plan_workloads(load_workloads(path), catalog_path, region, only)

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, TypeAdapter, ValidationError
 
-from planner.errors import SpecError, field_path, shown
+from planner.workload.errors import SpecError, field_path, shown
 
 Level = Literal["advisory", "mandatory", "disabled"]  # the pack has no remediations, so not "remediate"
 LEVELS = ", ".join(Level.__args__)

@@ -12,8 +12,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from planner.engines import quantize_precision
-from planner.presets import preset_sizing_model_id
+from planner.physics.engines import quantize_precision
+from planner.workload.presets import preset_sizing_model_id
 from policies.resources import (ASG, ENDPOINT_CONFIGS, LAUNCH_TEMPLATE, NATIVE_SAGEMAKER_MODEL, SAGEMAKER_MODEL,
                                 Resource)
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from planner.catalog import Catalog
-from planner.cost import hourly_price
-from planner.presets import presets
-from planner.tags import PREFIX, TaggedWorkload, TagError, read_tags, required_memory
-from planner.units import BYTES_PER_PARAM, GIB
+from planner.hardware.catalog import Catalog
+from planner.economics.cost import hourly_price
+from planner.workload.presets import presets
+from planner.report.tags import PREFIX, TaggedWorkload, TagError, read_tags, required_memory
+from planner.hardware.units import BYTES_PER_PARAM, GIB
 from policies.facts import ServingFacts, container_environment, model_of, serving_facts, templates_of, \
     training_exports
 from policies.resources import ASG, ENDPOINT_CONFIGS, LAUNCH_TEMPLATE, SAGEMAKER_SERVICE, Resource, group_size, \

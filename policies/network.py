@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from planner.catalog import Catalog
-from planner.tags import TagError, read_tags
+from planner.hardware.catalog import Catalog
+from planner.report.tags import TagError, read_tags
 from policies.facts import templates_of
 from policies.fit import Finding
 from policies.resources import ASG, LAUNCH_TEMPLATE, PLACEMENT_GROUP, UNKNOWN_SENTINELS, Resource, group_size, tags_of

@@ -7,8 +7,8 @@ from pulumi_policy import (EnforcementLevel, PolicyConfigSchema, ReportViolation
                            ResourceValidationPolicy, StackValidationArgs, StackValidationPolicy)
 from pulumi_policy.proxy import UnknownValueError
 
-from planner.catalog import bundled
-from planner.errors import SpecError
+from planner.hardware.catalog import bundled
+from planner.workload.errors import SpecError
 from policies.resources import Resource, plain
 from policies.rules import RULES, Rule, catalog_for
 

@@ -10,12 +10,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from planner.catalog import Catalog, bundled, with_overlay
-from planner.cost import hourly_price
-from planner.errors import SpecError
-from planner.hardware_facts import hardware_redefinitions
-from planner.tags import TaggedWorkload, TagError, read_tags
-from planner.units import HOURS_PER_MONTH
+from planner.hardware.catalog import Catalog, bundled, with_overlay
+from planner.economics.cost import hourly_price
+from planner.workload.errors import SpecError
+from planner.hardware.hardware_facts import hardware_redefinitions
+from planner.report.tags import TaggedWorkload, TagError, read_tags
+from planner.hardware.units import HOURS_PER_MONTH
 from policies.fit import Finding, accelerator_memory_fits, service_of
 from policies.ingress import ingress_union
 from policies.network import multi_node_training_network

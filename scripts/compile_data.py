@@ -1,5 +1,5 @@
 """Write planner/data/compiled/<name>.json from each bundled planner/data/<name>.yaml (the YAML stays the
-source; start-up reads the JSON while its digest matches, see planner/bundled.py).
+source; start-up reads the JSON while its digest matches, see planner/workload/bundled.py).
 
     python scripts/compile_data.py           # rewrite the compiled files
     python scripts/compile_data.py --check   # exit 1 when any is missing or stale (CI)
@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from planner.bundled import COMPILED_DIR, DATA_FILES, compile_text  # noqa: E402
+from planner.workload.bundled import COMPILED_DIR, DATA_FILES, compile_text  # noqa: E402
 
 DATA = ROOT / "planner" / "data"
 

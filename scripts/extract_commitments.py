@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from planner.yamlsafe import load_text  # noqa: E402
+from planner.workload.yamlsafe import load_text  # noqa: E402
 
 OUT = ROOT / "scripts" / "data" / "aws-commitment-prices.csv"
 REGIONS = ("us-east-1", "us-west-2", "eu-west-1")

@@ -1,4 +1,4 @@
-"""Write schemas/*.schema.json and docs/spec.md from the models (planner/schemas.py); run after a
+"""Write schemas/*.schema.json and docs/spec.md from the models (planner/report/schemas.py); run after a
 spec or plan field changes. tests/test_frontdoor.py fails while the committed copies lag."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from planner.schemas import generated_files  # noqa: E402
+from planner.report.schemas import generated_files  # noqa: E402
 
 
 def main() -> None:

@@ -56,7 +56,7 @@ def _training(rng: random.Random, i: int) -> dict:
 def _extended(w: dict) -> dict:
     """Past the model's trained context is refused unless asked for (issue 31); the corpus asks, so its
     generated lengths keep planning as they did when they were recorded."""
-    from planner.presets import presets
+    from planner.workload.presets import presets
 
     trained = presets()[w["model"]["preset"]].max_context_tokens
     length = w["serving"]["max_context_tokens"] if "serving" in w else w["training"]["sequence_length"]
@@ -73,10 +73,10 @@ def corpus() -> list[dict]:
 
 def chosen(w: dict) -> dict:
     """What the search chose for one workload, in the fields a move would show in."""
-    from planner.catalog import bundled
-    from planner.errors import InfeasibleError, SpecError
-    from planner.search import plan_workload
-    from planner.spec import parse_workloads
+    from planner.hardware.catalog import bundled
+    from planner.workload.errors import InfeasibleError, SpecError
+    from planner.search.plans import plan_workload
+    from planner.workload.spec import parse_workloads
 
     try:
         spec = parse_workloads({"workloads": [w]}, "corpus").workloads[0]

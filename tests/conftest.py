@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner.catalog import bundled
-from planner.presets import presets
-from planner.spec import parse_workloads
+from planner.hardware.catalog import bundled
+from planner.workload.presets import presets
+from planner.workload.spec import parse_workloads
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,7 +9,7 @@ import pytest
 
 from bench.accuracy import TARGETS, compared_without_constants, summary
 from bench.reference_cases import all_rows
-from planner.bands import bands
+from planner.physics.bands import bands
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,8 @@ from botocore.stub import Stubber
 from typer.testing import CliRunner
 
 from gpuplan.cli import app
-from planner import aws, plan_file
+from gpuplan import aws
+from planner import plan_file
 from tests.conftest import write_yaml
 
 runner = CliRunner()

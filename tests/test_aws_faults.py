@@ -11,9 +11,9 @@ import yaml
 from typer.testing import CliRunner
 
 from gpuplan.cli import app
-from planner import aws
-from planner.catalog import bundled
-from planner.price_review import review
+from gpuplan import aws
+from planner.hardware.catalog import bundled
+from planner.economics.price_review import review
 from tests.fake_aws import FakeAws
 from tests.test_aws import factory, stubbed_pricing
 

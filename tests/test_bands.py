@@ -1,14 +1,14 @@
 """Every prediction carries its 80% band from unseen sources, and `constraints.confidence: likely`
-checks deadlines and latency targets at the band's slow edge (planner/bands.py)."""
+checks deadlines and latency targets at the band's slow edge (planner/physics/bands.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from planner.bands import ratio_quantiles, slow_factor
-from planner.errors import SpecError
-from planner.report import performance_lines
-from planner.search import plan_workload
+from planner.physics.bands import ratio_quantiles, slow_factor
+from planner.workload.errors import SpecError
+from planner.report.markdown import performance_lines
+from planner.search.plans import plan_workload
 from tests.conftest import workload
 
 TRAIN = {"kind": "training", "model": {"preset": "llama-3.1-8b"}, "training": {"tokens": 2.0e10},

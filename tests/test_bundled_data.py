@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner import bundled
-from planner.yamlsafe import load_text
+from planner.workload import bundled
+from planner.workload.yamlsafe import load_text
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "planner" / "data"

@@ -7,14 +7,14 @@ import math
 
 import pytest
 
-from planner.catalog import with_overlay
-from planner.errors import InfeasibleError
-from planner.managed import managed_prices
-from planner.purchase import (BAND_INTERRUPTIONS_PER_MONTH, CAPACITY_BLOCK_MAX_INSTANCES, capacity_block_days,
-                              interruptions_per_month, spot_run)
-from planner.search import plan_workload
-from planner.storage import S3_MB_S_PER_NODE, checkpoint_bytes, dataset_bytes_per_token, size_fsx
-from planner.units import GIB, HOURS_PER_MONTH
+from planner.hardware.catalog import with_overlay
+from planner.workload.errors import InfeasibleError
+from planner.economics.managed import managed_prices
+from planner.economics.purchase import (BAND_INTERRUPTIONS_PER_MONTH, CAPACITY_BLOCK_MAX_INSTANCES, capacity_block_days,
+                                        interruptions_per_month, spot_run)
+from planner.search.plans import plan_workload
+from planner.economics.storage import S3_MB_S_PER_NODE, checkpoint_bytes, dataset_bytes_per_token, size_fsx
+from planner.hardware.units import GIB, HOURS_PER_MONTH
 from tests.conftest import workload
 
 PRETRAIN = dict(kind="training", model={"preset": "llama-3-70b"},
@@ -180,7 +180,7 @@ def test_frequent_checkpoints_need_fsx(catalog):
     assert s.fsx.throughput_mb_s >= s.write_mb_s
     assert s.fsx.storage_capacity_gib * GIB >= s.dataset_bytes + 2 * s.checkpoint_bytes
     # the cheapest tier: no other tier's valid size meets the throughput for less
-    from planner.storage import FSX_FIRST_GIB, FSX_STEP_GIB
+    from planner.economics.storage import FSX_FIRST_GIB, FSX_STEP_GIB
     for tier, rate in ((125, 0.145), (250, 0.21), (500, 0.34), (1000, 0.60)):
         needed = max((s.dataset_bytes + 2 * s.checkpoint_bytes) / GIB, s.write_mb_s / tier * 1024)
         gib = FSX_FIRST_GIB if needed <= FSX_FIRST_GIB else math.ceil(needed / FSX_STEP_GIB) * FSX_STEP_GIB

@@ -1,4 +1,4 @@
-"""The committed constants of planner/efficiency.py are the fit of bench/calibrate.py on every
+"""The committed constants of planner/physics/efficiency.py are the fit of bench/calibrate.py on every
 source, from stated priors: nobody tuned them by hand, and a fit that leaves a source out never
 sees it."""
 
@@ -9,7 +9,7 @@ import pytest
 from bench import calibrate
 from bench.reference_cases import all_rows, reference
 from bench.reference_sources import implausible, skipped, sources
-from planner.catalog import bundled
+from planner.hardware.catalog import bundled
 
 
 def test_every_reference_row_has_a_dated_source():

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from gpuplan import measurements
 from gpuplan.cli import app
-from planner.calibration import load
+from planner.physics.calibration import load
 
 runner = CliRunner()
 FIXTURES = Path(__file__).parent / "fixtures" / "measurements"
@@ -162,7 +162,7 @@ def test_observe_out_round_trips_through_calibrate(aws_env, tmp_path):
 
     from gpuplan.observe import endpoint_name
     from planner import load_workloads, plan_workloads
-    from planner.calibration import apply
+    from planner.physics.calibration import apply
 
     spec = tmp_path / "w.yaml"
     spec.write_text(yaml.safe_dump({"workloads": [SERVING, TRAINING]}))

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from gpuplan.cli import app
-from planner.catalog import bundled, with_overlay
-from planner.clocks import power_limited_clock_fraction
-from planner.errors import SpecError
+from planner.hardware.catalog import bundled, with_overlay
+from planner.hardware.clocks import power_limited_clock_fraction
+from planner.workload.errors import SpecError
 from tests.conftest import write_yaml
 from typer.testing import CliRunner
 
@@ -63,9 +63,9 @@ def test_cli_exits_2_on_a_bad_power_limit(tmp_path):
 def test_a_capped_part_trains_slower_and_never_above_its_own_peak():
     """The same node with its GPUs capped at 350 of 700 W: the compute-bound training step slows by
     about 1/0.794, and the achieved FLOP/s stay under the capped peak."""
-    from planner.memory import TrainingSetup
-    from planner.presets import presets
-    from planner.training_time import TrainingLayout, training_step, training_work
+    from planner.physics.memory import TrainingSetup
+    from planner.workload.presets import presets
+    from planner.physics.training_time import TrainingLayout, training_step, training_work
 
     catalog = bundled()
     itype = catalog.instance("p5.48xlarge")

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from components.config import Deployment
 from gpuplan.cli import app
-from planner.catalog import Accelerator, InstanceType
-from planner.spec import Constraints, Layout, Serving, Training
+from planner.hardware.catalog import Accelerator, InstanceType
+from planner.workload.spec import Constraints, Layout, Serving, Training
 
 runner = CliRunner()
 INFERENCE = {"name": "m", "kind": "inference", "model": {"preset": "llama-3.1-8b"}, "serving": {}, "constraints": {},

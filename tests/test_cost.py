@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from planner.catalog import bundled
+from planner.hardware.catalog import bundled
 import yaml
 from typer.testing import CliRunner
 

@@ -13,7 +13,7 @@ import pulumi
 import pytest
 
 from components.inference import InferenceEndpointArgs, execution_policy
-from planner.search import plan_workload
+from planner.search.plans import plan_workload
 from tests.conftest import workload
 from tests.iam_lint import lint_policy
 from tests.pulumi_harness import run_program, stack_config
@@ -98,7 +98,7 @@ def test_a_volume_key_on_local_nvme_is_said_and_not_granted(caplog):
 
 
 def _neuron_args(**changes) -> InferenceEndpointArgs:
-    from planner.catalog import bundled
+    from planner.hardware.catalog import bundled
 
     plan = plan_workload(workload(kind="inference", model={"preset": "llama-3.1-8b"},
                                   serving={"engine": "neuron", "concurrent_requests": 4, "max_context_tokens": 4096},

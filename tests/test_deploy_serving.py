@@ -12,7 +12,7 @@ import yaml
 
 from components import settings
 from components.inference import endpoint_name
-from planner.search import plan_workload
+from planner.search.plans import plan_workload
 from tests.conftest import ROOT, workload
 from tests.pulumi_harness import run_program, stack_config
 
@@ -177,7 +177,7 @@ def test_the_stack_region_is_the_planning_region():
 
 
 def test_neuron_int8_is_refused_because_its_container_cannot_load_it(catalog):
-    from planner.errors import InfeasibleError
+    from planner.workload.errors import InfeasibleError
 
     with pytest.raises(InfeasibleError, match="no int8 weight setting"):
         _plan(catalog, "neuron", "int8")

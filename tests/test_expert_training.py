@@ -1,17 +1,17 @@
-"""Issue 28: MoE expert parallelism in the training search (planner/expert_training.py)."""
+"""Issue 28: MoE expert parallelism in the training search (planner/physics/expert_training.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from planner.catalog import with_overlay
-from planner.collectives import inter_node_bytes_per_s, intra_node_bytes_per_s, latency_s
-from planner.expert_parallel import routed_expert_share
-from planner.expert_training import all_to_all_step_s, ep_options, expert_weight_traffic_s
-from planner.memory import TrainingSetup, training_model_states
-from planner.report import layout_text
-from planner.search import plan_workload
-from planner.training_time import training_work
+from planner.hardware.catalog import with_overlay
+from planner.physics.collectives import inter_node_bytes_per_s, intra_node_bytes_per_s, latency_s
+from planner.physics.expert_parallel import routed_expert_share
+from planner.physics.expert_training import all_to_all_step_s, ep_options, expert_weight_traffic_s
+from planner.physics.memory import TrainingSetup, training_model_states
+from planner.report.markdown import layout_text
+from planner.search.plans import plan_workload
+from planner.physics.training_time import training_work
 from tests.conftest import workload
 
 
@@ -92,7 +92,7 @@ def test_expert_gemms_under_the_ridge_point_are_memory_bound_by_hand(catalog, ar
     """DeepSeek-V3, TP 4 × PP 16, micro-batch 1 × 4096: a TP-only expert gets 4096·8/256 = 128 rows,
     under H100's ridge point. Bytes per micro-batch: local routed params × (2 reads × 2 B + fp32
     grad read + write); FLOPs: 6 · 4096 · routed·8/256 / 64 at the fitted GEMM rate."""
-    from planner import efficiency
+    from planner.physics import efficiency
     v3, h100 = arch["deepseek-v3"], catalog.accelerator("H100-80GB")
     work = training_work(v3, TrainingSetup("full", "bf16", "adamw", "fp32", 16, 4096))
     routed = v3.params * routed_expert_share(v3)
@@ -113,6 +113,6 @@ def test_ep_degrees_divide_the_dp_ranks_and_the_experts(arch):
 
 
 def test_expert_parallel_pin_that_no_layout_takes_is_a_near_miss(catalog):
-    from planner.errors import InfeasibleError
+    from planner.workload.errors import InfeasibleError
     with pytest.raises(InfeasibleError, match="layout.expert_parallel 24 devices"):
         _train(catalog, "deepseek-v3", ["p5.48xlarge"], layout={"expert_parallel": 24, "tensor_parallel": 8})

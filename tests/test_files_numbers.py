@@ -112,7 +112,7 @@ def test_a_self_referencing_alias_is_refused(tmp_path):
 def test_every_yaml_load_goes_through_the_safe_loader():
     tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True,
                              check=True).stdout.split()
-    direct = [name for name in tracked if name != "planner/yamlsafe.py" and not name.startswith("tests/")
+    direct = [name for name in tracked if name != "planner/workload/yamlsafe.py" and not name.startswith("tests/")
               and ("yaml.safe_load(" in (ROOT / name).read_text() or "yaml.load(" in (ROOT / name).read_text())]
     assert direct == []
 
@@ -120,7 +120,7 @@ def test_every_yaml_load_goes_through_the_safe_loader():
 # 3. numbers --------------------------------------------------------------------------------------
 
 def test_numbers_are_read_as_yaml_1_2_reads_them(tmp_path):
-    from planner.spec import load_workloads
+    from planner.workload.spec import load_workloads
 
     path = tmp_path / "w.yaml"
     path.write_text("workloads:\n  - name: m\n    kind: inference\n    model: {preset: llama-3.1-8b}\n"
@@ -198,7 +198,7 @@ def test_well_formed_ids_and_images_pass():
 
 
 def test_every_tag_value_the_program_writes_matches_the_aws_pattern():
-    from planner.tags import tag_value_problem
+    from planner.report.tags import tag_value_problem
 
     assert tag_value_problem("tp=8 pp=1") is None
     assert "allow only" in tag_value_problem("tp=8,pp=1")
@@ -211,7 +211,7 @@ def test_every_tag_value_the_program_writes_matches_the_aws_pattern():
 
 def test_refresh_keeps_the_target_files_mode(tmp_path):
     from gpuplan.cli import write_catalog
-    from planner.catalog import bundled
+    from planner.hardware.catalog import bundled
 
     out = tmp_path / "catalog.yaml"
     out.write_text("old\n")
@@ -244,8 +244,8 @@ class _Client:
 def _refresh(gpus: int = 1, on_demand: str = "1.006", spot: str = "0.4"):
     import json
 
-    from planner.aws.refresh import refresh_catalog
-    from planner.catalog import bundled
+    from gpuplan.aws.refresh import refresh_catalog
+    from planner.hardware.catalog import bundled
 
     info = {"InstanceType": "g5.xlarge", "GpuInfo": {"Gpus": [{"Name": "A10G", "Count": gpus,
                                                               "MemoryInfo": {"SizeInMiB": 23028}}]}}
@@ -268,8 +268,8 @@ def _refresh(gpus: int = 1, on_demand: str = "1.006", spot: str = "0.4"):
     ({"spot": "abc"}, "g5.xlarge us-east-1 EC2 spot: unknown: price 'abc' is not a number"),
 ])
 def test_refresh_refuses_broken_answers_per_item(answer, reason):
-    from planner.catalog import bundled
-    from planner.price_review import review
+    from planner.hardware.catalog import bundled
+    from planner.economics.price_review import review
 
     result = _refresh(**answer)
     assert any(line.startswith(reason) for line in result.unknown), result.unknown
@@ -279,8 +279,8 @@ def test_refresh_refuses_broken_answers_per_item(answer, reason):
 
 
 def test_the_price_review_survives_a_type_without_accelerators():
-    from planner.catalog import bundled
-    from planner.price_review import review
+    from planner.hardware.catalog import bundled
+    from planner.economics.price_review import review
 
     fresh = bundled().model_copy(deep=True)
     g5 = fresh.instance("g5.xlarge")
@@ -294,17 +294,17 @@ def test_the_price_review_survives_a_type_without_accelerators():
 
 def test_check_searches_each_shape_once(tmp_path, monkeypatch):
     import planner
-    import planner.search
+    import planner.search.plans
 
     calls = []
-    real = planner.search.plan_workload
+    real = planner.search.plans.plan_workload
 
     def counted(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(planner, "plan_workload", counted)
-    monkeypatch.setattr(planner.search, "plan_workload", counted)
+    monkeypatch.setattr(planner.search.plans, "plan_workload", counted)
     workloads = [{**LLAMA_8B, "name": f"m{i}"} for i in range(30)]
     path = write_yaml(tmp_path / "w.yaml", {"workloads": workloads})
     result = invoke("check", path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from components import settings
-from planner.search import plan_workload
+from planner.search.plans import plan_workload
 from tests.conftest import workload
 
 
@@ -34,7 +34,7 @@ def test_a_16_bit_kv_cache_sets_nothing(catalog):
 
 
 def test_an_engine_that_cannot_be_told_is_rejected(catalog):
-    from planner.errors import InfeasibleError
+    from planner.workload.errors import InfeasibleError
 
     with pytest.raises(InfeasibleError) as err:
         _serve(catalog, engine="tensorrt-llm")
@@ -59,9 +59,9 @@ def test_half_the_prompt_cached_lowers_ttft_at_long_prompts(catalog):
 
 
 def test_prefill_removes_exactly_the_cached_work():
-    from planner.catalog import bundled
-    from planner.performance import prefill_s
-    from planner.presets import presets
+    from planner.hardware.catalog import bundled
+    from planner.physics.performance import prefill_s
+    from planner.workload.presets import presets
 
     cat = bundled()
     arch, accel = presets()["llama-3.1-8b"], cat.accelerator("H100-80GB")

@@ -17,16 +17,16 @@ def test_catalog_list_says_where_p6_b300_has_a_price():
     assert "142.4160" in row and "2025-11-30" in row
 
 
-# --- MoE expert parallelism (planner/expert_parallel.py) ---------------------------------------------------
+# --- MoE expert parallelism (planner/physics/expert_parallel.py) ---------------------------------------------------
 
 import pytest  # noqa: E402
 
-from planner.catalog import bundled  # noqa: E402
-from planner.expert_parallel import all_to_all_s, routed_expert_bytes  # noqa: E402
-from planner.memory import inference_memory  # noqa: E402
-from planner.presets import presets  # noqa: E402
-from planner.report import layout_text  # noqa: E402
-from planner.search import plan_workload  # noqa: E402
+from planner.hardware.catalog import bundled  # noqa: E402
+from planner.physics.expert_parallel import all_to_all_s, routed_expert_bytes  # noqa: E402
+from planner.physics.memory import inference_memory  # noqa: E402
+from planner.workload.presets import presets  # noqa: E402
+from planner.report.markdown import layout_text  # noqa: E402
+from planner.search.plans import plan_workload  # noqa: E402
 from tests.conftest import workload  # noqa: E402
 
 R1_SERVING = {"max_context_tokens": 8192, "prompt_tokens": 1024, "output_tokens": 256, "concurrent_requests": 64}
@@ -87,10 +87,10 @@ def test_expert_parallel_pin_on_a_dense_model_is_refused(tmp_path):
     assert "layout.expert_parallel applies to MoE models (experts > 1); this model is dense" in result.output
 
 
-# --- Speculative decoding (planner/speculative.py) ---------------------------------------------------------
+# --- Speculative decoding (planner/physics/speculative.py) ---------------------------------------------------------
 
-from planner.performance import decode_step  # noqa: E402
-from planner.speculative import expected_tokens_per_step  # noqa: E402
+from planner.physics.performance import decode_step  # noqa: E402
+from planner.physics.speculative import expected_tokens_per_step  # noqa: E402
 
 
 def _chat_70b(concurrent: int, speculate: bool):

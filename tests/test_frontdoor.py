@@ -48,7 +48,7 @@ def test_schema_command_refuses_an_unknown_name():
 
 
 def test_workloads_schema_rejects_a_typo_and_takes_a_hugging_face_id():
-    from planner.schemas import schema_for
+    from planner.report.schemas import schema_for
 
     schema = schema_for("workloads")
     serving = schema["$defs"]["Serving"]
@@ -59,7 +59,7 @@ def test_workloads_schema_rejects_a_typo_and_takes_a_hugging_face_id():
 
 
 def test_committed_schemas_and_spec_doc_match_the_models():
-    from planner.schemas import generated_files
+    from planner.report.schemas import generated_files
 
     for path, text in generated_files().items():
         committed = (ROOT / path).read_text()
@@ -76,7 +76,7 @@ def test_examples_point_editors_at_the_schemas():
 
 
 def test_spec_doc_lists_every_field_with_unit_default_range_and_example():
-    from planner.schemas import spec_rows
+    from planner.report.schemas import spec_rows
 
     rows = spec_rows()
     paths = {r.path for r in rows}

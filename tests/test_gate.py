@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuplan.cli import app
-from planner.catalog import bundled
-from planner.presets import preset_sizing_model_id
+from planner.hardware.catalog import bundled
+from planner.workload.presets import preset_sizing_model_id
 from policies.rules import evaluate
 from tests.conftest import ROOT, write_yaml
 from tests.test_policies import example_config, named, stack as BASE_STACK, validate_stack
@@ -177,7 +177,7 @@ def test_an_unknown_model_id_is_a_mandatory_violation():
 
 def test_planning_maps_ids_exactly_while_the_gate_sizes_from_evidence():
     """A 3B model is not planned as a 30B one: the evidence fallback (never under-size) is the gate's alone."""
-    from planner.presets import preset_for_model_id
+    from planner.workload.presets import preset_for_model_id
 
     assert preset_for_model_id("meta-llama/Llama-3.2-3B-Instruct") is None
     assert preset_for_model_id("someone/My-Finetune-405B") is None

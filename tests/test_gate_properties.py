@@ -12,7 +12,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planner.presets import preset_sizing_model_id
+from planner.workload.presets import preset_sizing_model_id
 from policies.resources import Resource
 from policies.rules import evaluate
 from tests.test_policies import named, stack

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from planner import plan_workloads
-from planner.catalog import bundled
-from planner.errors import InfeasibleError
-from planner.spec import parse_workloads
+from planner.hardware.catalog import bundled
+from planner.workload.errors import InfeasibleError
+from planner.workload.spec import parse_workloads
 
 
 def _serve(instance_types, preset="llama-3.1-8b", precision="bf16"):

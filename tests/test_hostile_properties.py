@@ -9,10 +9,10 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planner.catalog import bundled, with_overlay
-from planner.errors import InfeasibleError, SpecError
-from planner.search import plan_workload
-from planner.spec import parse_workloads
+from planner.hardware.catalog import bundled, with_overlay
+from planner.workload.errors import InfeasibleError, SpecError
+from planner.search.plans import plan_workload
+from planner.workload.spec import parse_workloads
 
 EXAMPLES = 2000
 anything = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**12), st.floats(allow_nan=True, allow_infinity=True),

@@ -3,9 +3,9 @@ plan; `serving.mode: batch` opts out; targets the spec sets are its own."""
 
 from __future__ import annotations
 
-from planner.catalog import bundled
-from planner.search import plan_workload
-from planner.spec import Workload
+from planner.hardware.catalog import bundled
+from planner.search.plans import plan_workload
+from planner.workload.spec import Workload
 
 # judged at the expected estimate: these tests are about the interactive defaults, not the `likely` edge (issue
 # 25), at whose slow edge g7e.48xlarge no longer meets the 100 ms default and the plan moves to p5.48xlarge

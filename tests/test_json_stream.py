@@ -1,4 +1,4 @@
-"""planner.json_stream (issue 29): `plan --format json` writes plan by plan, byte for byte what
+"""planner.report.json_stream (issue 29): `plan --format json` writes plan by plan, byte for byte what
 render_json returns (the golden files pin that shape)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import io
 from pathlib import Path
 
 from planner import plan_file
-from planner.json_stream import write_json
-from planner.plan import PlanSet
-from planner.report import render_json
+from planner.report.json_stream import write_json
+from planner.workload.plan import PlanSet
+from planner.report.markdown import render_json
 
 ROOT = Path(__file__).resolve().parent.parent
 

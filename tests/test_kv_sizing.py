@@ -8,10 +8,10 @@ from __future__ import annotations
 from typer.testing import CliRunner
 
 from gpuplan.cli import app
-from planner.catalog import bundled
-from planner.kv_sizing import KV_BLOCK_TOKENS, kv_tokens_per_sequence, typical_tokens
-from planner.search import plan_workload
-from planner.tags import plan_tags, read_tags, required_memory
+from planner.hardware.catalog import bundled
+from planner.search.kv_sizing import KV_BLOCK_TOKENS, kv_tokens_per_sequence, typical_tokens
+from planner.search.plans import plan_workload
+from planner.report.tags import plan_tags, read_tags, required_memory
 from tests.conftest import workload, write_yaml
 from tests.test_policies import sign
 

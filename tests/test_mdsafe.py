@@ -1,6 +1,6 @@
 """Issue 24: what a user's file says cannot forge the PR comment (HTML, cells, mentions, links, fences)."""
 
-from planner.mdsafe import md_code, md_text
+from planner.report.mdsafe import md_code, md_text
 
 
 def test_quoted_cases_are_inert():

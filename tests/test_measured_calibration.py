@@ -12,11 +12,11 @@ from typer.testing import CliRunner
 
 from gpuplan import measurements
 from gpuplan.cli import app
-from planner import catalog as catalog_mod
-from planner import efficiency
-from planner.calibration import apply, load
-from planner.search import plan_workload
-from planner.spec import Workload
+from planner.hardware import catalog as catalog_mod
+from planner.physics import efficiency
+from planner.physics.calibration import apply, load
+from planner.search.plans import plan_workload
+from planner.workload.spec import Workload
 
 runner = CliRunner()
 FIXTURES = Path(__file__).parent / "fixtures" / "measurements"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from planner.memory import (TrainingSetup, activation_bytes_per_layer, inference_memory, kv_bytes_per_sequence,
-                            kv_bytes_per_token, lora_params, training_memory, weight_bytes, zero_model_states)
-from planner.units import GIB, INT4_BYTES_PER_PARAM
-from planner.presets import presets
+from planner.physics.memory import (TrainingSetup, activation_bytes_per_layer, inference_memory, kv_bytes_per_sequence,
+                                    kv_bytes_per_token, lora_params, training_memory, weight_bytes, zero_model_states)
+from planner.hardware.units import GIB, INT4_BYTES_PER_PARAM
+from planner.workload.presets import presets
 
 
 @pytest.mark.parametrize("preset, expected", [
@@ -128,7 +128,7 @@ def test_qlora_7b_fits_in_roughly_8_to_16_gb(arch):
 
 def test_per_operator_checkpointing_keeps_input_attention_and_every_other_matmul():
     """torchtitan's op SAC on Llama 3.1 8B, micro-batch 2 × 8,192: 2 B × s·b × (4h + kv·d + f) per layer."""
-    from planner.memory import activation_bytes_per_layer
+    from planner.physics.memory import activation_bytes_per_layer
     arch = presets()["llama-3.1-8b"]
     per_layer = activation_bytes_per_layer(8192, 2, arch, 1, "op", True)
     assert per_layer == 2 * 8192 * 2 * (4 * 4096 + 8 * 128 + 14336)
@@ -139,7 +139,7 @@ def test_state_precision_per_code_base():
     """Full training of 1e9 parameters on one device: Megatron's mixed 18 B/param, FSDP2's fp32-sharded
     16 B, bf16-true 8 B; host-offloaded optimizer leaves the weights only."""
     from dataclasses import replace
-    from planner.memory import training_model_states
+    from planner.physics.memory import training_model_states
     arch = presets()["llama-3.1-8b"]
     mixed = TrainingSetup("full", "bf16", "adamw", "auto", 16, 2048)
     per_param = {s: sum(training_model_states(arch, replace(mixed, states=s), 1, 1, 1, 0)) / arch.params
@@ -153,7 +153,7 @@ def test_quoted_8b_fsdp_run_fits_its_96_gb_card():
     """Issue 25: Llama 3.1 8B, FSDP over 8, micro-batch 2 × 8,192, torchtitan op SAC, peaked at 82.4 GiB
     on a 96 GB H100; the Korthikanti selective set with 18 B/param needed 96.5 GiB and was refused."""
     from dataclasses import replace
-    from planner.memory import training_memory
+    from planner.physics.memory import training_memory
     arch = presets()["llama-3.1-8b"]
     setup = replace(TrainingSetup("full", "bf16", "adamw", "auto", 16, 8192), states="fp32-sharded")
     need = training_memory(arch, setup, 1, 1, 8, 3, 2, 1, "op", True).total / GIB

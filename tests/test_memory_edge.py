@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from planner.bands import memory_fit_factor, ratio_quantiles
-from planner.errors import InfeasibleError
-from planner.search import plan_workload
+from planner.physics.bands import memory_fit_factor, ratio_quantiles
+from planner.workload.errors import InfeasibleError
+from planner.search.plans import plan_workload
 from tests.conftest import workload
 
 LORA_8B = {"kind": "training", "model": {"preset": "llama-3.1-8b"},

@@ -7,11 +7,11 @@ import pytest
 import yaml
 
 from components import settings
-from planner.errors import InfeasibleError
-from planner.memory import attention_padding_params, inference_memory, sharded_weight_bytes, weight_bytes
-from planner.search import plan_workload
-from planner.search_inference import Spread, aggregate_tokens_per_s
-from planner.units import BYTES_PER_PARAM, GIB
+from planner.workload.errors import InfeasibleError
+from planner.physics.memory import attention_padding_params, inference_memory, sharded_weight_bytes, weight_bytes
+from planner.search.plans import plan_workload
+from planner.search.inference import Spread, aggregate_tokens_per_s
+from planner.hardware.units import BYTES_PER_PARAM, GIB
 from tests.conftest import ROOT, workload
 
 
@@ -158,7 +158,7 @@ def test_trainium_training_runs_as_neuronx_distributed(catalog):
 def test_policy_pack_checks_neuron_endpoints_per_neuroncore(catalog):
     """tp=24 on ml.inf2.48xlarge is 24 NeuronCores of 16 GiB, inside one node; TP 24 on a 12-chip
     node used to read as 'spans nodes'."""
-    from planner.tags import plan_tags
+    from planner.report.tags import plan_tags
     from policies.resources import Resource
     from policies.rules import evaluate
     from tests.test_policies import sign

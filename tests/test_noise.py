@@ -8,9 +8,9 @@ from typer.testing import CliRunner
 
 from gpuplan.cli import app
 from planner import plan_file
-from planner.noise import readable
-from planner.plan import PlanSet
-from planner.report import render_markdown, render_table
+from planner.report.noise import readable
+from planner.workload.plan import PlanSet
+from planner.report.markdown import render_markdown, render_table
 from tests.pulumi_harness import ROOT
 
 EXAMPLES = str(ROOT / "examples" / "workloads.yaml")

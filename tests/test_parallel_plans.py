@@ -1,4 +1,4 @@
-"""planner.parallel_plans (issue 29): a file of many distinct workloads is planned on every core, and the
+"""planner.search.parallel (issue 29): a file of many distinct workloads is planned on every core, and the
 result is the serial one: the same plans in the same order, the same first error, progress per workload."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from planner import InfeasibleError, SpecError, plan_workloads
-from planner.parallel_plans import PARALLEL_FROM, WORKERS_ENV, workers
-from planner.spec import parse_workloads
+from planner.search.parallel import PARALLEL_FROM, WORKERS_ENV, workers
+from planner.workload.spec import parse_workloads
 
 
 def _serving(i: int) -> dict:

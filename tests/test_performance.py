@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from planner.efficiency import effective_bandwidth
-from planner.performance import decode_step, prefill_s, serving_estimate
-from planner.training_time import model_flops_per_token
-from planner.units import GB
+from planner.physics.efficiency import effective_bandwidth
+from planner.physics.performance import decode_step, prefill_s, serving_estimate
+from planner.physics.training_time import model_flops_per_token
+from planner.hardware.units import GB
 
 
 def test_decode_never_beats_the_bandwidth_roof(catalog, arch):

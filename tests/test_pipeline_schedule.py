@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from bench.reference_sources import stated_schedules
-from planner.memory import TrainingSetup, training_memory, training_model_states
-from planner.pipeline_schedule import bubble_fraction, p2p_factor, schedule_options
-from planner.report import layout_text
-from planner.search import plan_workload
-from planner.training_time import TrainingLayout, training_step, training_work
+from planner.physics.memory import TrainingSetup, training_memory, training_model_states
+from planner.physics.pipeline_schedule import bubble_fraction, p2p_factor, schedule_options
+from planner.report.markdown import layout_text
+from planner.search.plans import plan_workload
+from planner.physics.training_time import TrainingLayout, training_step, training_work
 from tests.conftest import workload
 
 
@@ -80,8 +80,8 @@ def test_plan_shows_the_chosen_schedule(catalog):
 
 def test_tags_carry_the_virtual_stages_the_memory_recheck_uses(catalog):
     """The deploy-time gate recomputes memory from the tags: an interleaved plan's v travels with them."""
-    from planner.plan import PlanLayout
-    from planner.tags import plan_tags, read_tags, required_memory
+    from planner.workload.plan import PlanLayout
+    from planner.report.tags import plan_tags, read_tags, required_memory
 
     spec = workload(kind="training", model={"preset": "llama-2-70b"},
                     training={"tokens": 1e10, "sequence_length": 4096, "global_batch_tokens": 4e6},

@@ -8,11 +8,11 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planner.catalog import bundled
-from planner.errors import InfeasibleError
-from planner.presets import presets
-from planner.search import plan_workload
-from planner.spec import parse_workloads
+from planner.hardware.catalog import bundled
+from planner.workload.errors import InfeasibleError
+from planner.workload.presets import presets
+from planner.search.plans import plan_workload
+from planner.workload.spec import parse_workloads
 
 MODELS = ["llama-3.1-8b", "llama-2-7b", "mistral-7b", "llama-2-13b", "llama-3-70b", "mixtral-8x7b"]
 SLACK = 1 + 1e-9

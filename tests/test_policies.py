@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from gpuplan.cli import app
 from policies.pack import build_policies
 from policies.resources import Resource
-from planner.tags import DIGEST, MAX_TAG_VALUE_CHARS, TAG_VALUE_PATTERN, digest
+from planner.report.tags import DIGEST, MAX_TAG_VALUE_CHARS, TAG_VALUE_PATTERN, digest
 from policies.rules import RULES_BY_NAME, evaluate
 from tests.conftest import ROOT, write_yaml
 from tests.pulumi_harness import run_program, stack_config

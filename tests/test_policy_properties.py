@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from gpuplan.cli import app
-from planner.catalog import bundled
-from planner.memory import inference_memory
-from planner.presets import preset_sizing_model_id, presets
+from planner.hardware.catalog import bundled
+from planner.physics.memory import inference_memory
+from planner.workload.presets import preset_sizing_model_id, presets
 from policies.resources import Resource
 from policies.rules import evaluate
 from tests.conftest import write_yaml

@@ -5,8 +5,8 @@ says which rule ranked."""
 
 from __future__ import annotations
 
-from planner.catalog import bundled, with_overlay
-from planner.search import plan_workload
+from planner.hardware.catalog import bundled, with_overlay
+from planner.search.plans import plan_workload
 from tests.conftest import workload
 
 SM_405B = dict(kind="inference", model={"preset": "llama-3.1-405b"}, precision="fp8",

@@ -4,9 +4,9 @@ that much older than the catalog's newest."""
 
 from __future__ import annotations
 
-from planner.catalog import bundled, with_overlay
-from planner.cost import MAX_PRICE_AGE_DAYS, HourlyPrice, price_vintage_notes
-from planner.search import plan_workload
+from planner.hardware.catalog import bundled, with_overlay
+from planner.economics.cost import MAX_PRICE_AGE_DAYS, HourlyPrice, price_vintage_notes
+from planner.search.plans import plan_workload
 from tests.conftest import workload
 
 CHAT_70B = {"kind": "inference", "model": {"preset": "llama-3.1-70b"},

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from planner import plan_file
-from planner.provisioned import priced
-from planner.units import HOURS_PER_MONTH
+from planner.economics.provisioned import priced
+from planner.hardware.units import HOURS_PER_MONTH
 from tests.pulumi_harness import ROOT, run_program, stack_config
 
 PLANS = {p.workload: p for p in plan_file(ROOT / "Pulumi.example.yaml").plans}
@@ -102,7 +102,7 @@ def test_every_billed_resource_is_in_the_cost():
 
 def test_ml_storage_volume_is_priced_on_types_without_nvme():
     from planner import plan_workloads
-    from planner.spec import parse_workloads
+    from planner.workload.spec import parse_workloads
 
     spec = parse_workloads({"workloads": [{"name": "small", "kind": "inference", "model": {"preset": "llama-3.1-8b"},
                                            "precision": "bf16", "serving": {"max_context_tokens": 4096},

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from bench import reference_sources as rs
-from planner.catalog import bundled
-from planner.memory import inference_memory
-from planner.spec import Constraints
+from planner.hardware.catalog import bundled
+from planner.physics.memory import inference_memory
+from planner.workload.spec import Constraints
 
 CATALOG = bundled()
 HEADROOM = Constraints.model_fields["memory_headroom"].default
@@ -52,7 +52,7 @@ def test_the_16384_gpu_405b_run_fits_once_its_unstated_choices_are_the_planners(
 @pytest.mark.parametrize("row", _serving_rows(), ids=lambda r: r["id"])
 def test_published_serving_replica_holds_a_request(row):
     """A replica at the published TP holds its weights and one request's whole context (the planner
-    then sizes how many run at once, fits_one_sequence in planner/search_inference.py)."""
+    then sizes how many run at once, fits_one_sequence in planner/search/inference.py)."""
     arch = rs._architecture(row)
     if row["accelerator"] in rs.NEURON_INSTANCE_FOR:  # TP counts logical NeuronCores, as the bench reads it
         itype, accel = CATALOG.sharded(CATALOG.instance(rs.NEURON_INSTANCE_FOR[row["accelerator"]]))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from planner.errors import InfeasibleError
-from planner.search import plan_workload
-from planner.units import GIB
+from planner.workload.errors import InfeasibleError
+from planner.search.plans import plan_workload
+from planner.hardware.units import GIB
 from tests.conftest import workload
 
 SINGLE_GPU_24GB = {"g5.xlarge", "g5.2xlarge", "g5.4xlarge", "g5.8xlarge", "g5.16xlarge",

@@ -4,11 +4,11 @@ storage and purchase options are priced once, not once for the storage check and
 
 from __future__ import annotations
 
-import planner.search_training as st
-from planner.catalog import bundled
-from planner.search import plan_workload
-from planner.search_tables import clear_search_tables
-from planner.spec import parse_workloads
+import planner.search.training as st
+from planner.hardware.catalog import bundled
+from planner.search.plans import plan_workload
+from planner.search.tables import clear_search_tables
+from planner.workload.spec import parse_workloads
 
 TRAINING_405B = {"name": "train-405b", "kind": "training", "model": {"preset": "llama-3.1-405b"},
                  "training": {"tokens": 1.0e12, "sequence_length": 8192, "global_batch_tokens": 1.6e7,
@@ -48,7 +48,7 @@ def test_a_surviving_candidate_storage_is_planned_once(monkeypatch):
     catalog = bundled()
     itype = catalog.instance("p6-b200.48xlarge")
     sharded, device = catalog.sharded(itype)
-    from planner.cost import price_book, purchase_options
+    from planner.economics.cost import price_book, purchase_options
 
     book = price_book(catalog, itype, w.constraints.region, "ec2", purchase_options(w.kind, "auto"))
     found = st.best_training(w, sharded, device, book)
@@ -67,7 +67,7 @@ def test_cached_memory_is_the_memory_the_formula_gives():
 
 
 def test_frontier_times_each_layout_once_for_the_spec_and_its_deadline_free_twin(monkeypatch):
-    from planner.frontier import frontier
+    from planner.search.frontier import frontier
 
     clear_search_tables()
     timed: list[tuple] = []
@@ -84,7 +84,7 @@ def test_frontier_times_each_layout_once_for_the_spec_and_its_deadline_free_twin
 
 
 def _search_all(w, monkeypatch=None):
-    from planner.search import checked_target, search_types
+    from planner.search.plans import checked_target, search_types
 
     clear_search_tables()
     catalog = bundled()

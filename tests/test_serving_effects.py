@@ -6,10 +6,10 @@ import pytest
 
 from bench import reference_sources
 from bench.reference_cases import Row
-from planner import efficiency
-from planner.catalog import bundled
-from planner.performance import decode_step
-from planner.presets import presets
+from planner.physics import efficiency
+from planner.hardware.catalog import bundled
+from planner.physics.performance import decode_step
+from planner.workload.presets import presets
 
 
 @pytest.fixture
@@ -60,7 +60,7 @@ def test_batch_one_tensor_parallel_decode_is_not_predicted_far_too_fast(catalog,
 
 
 def test_a_static_batch_that_outgrows_the_kv_memory_runs_in_waves():
-    from planner.kv_capacity import static_batch
+    from planner.physics.kv_capacity import static_batch
     # 10 requests, 4 resident: waves of 4, 4, 2; each wave 1 s to first token, then 9 steps of 0.1 s.
     got = static_batch(10, 4, 10, lambda k: 1.0, lambda k: 0.1 * k)
     assert got.waves == 3
@@ -71,7 +71,7 @@ def test_a_static_batch_that_outgrows_the_kv_memory_runs_in_waves():
 
 
 def test_resident_sequences_follow_the_free_memory(catalog):
-    from planner.kv_capacity import resident_sequences
+    from planner.physics.kv_capacity import resident_sequences
     arch = presets()["llama-2-7b"]
     a40, a80 = catalog.accelerator("A100-40GB"), catalog.accelerator("A100-80GB")
     # 4,096 tokens of Llama-2-7B KV are 2 GiB: a 40 GB A100 holds about 10 beside 13.5 GB of weights

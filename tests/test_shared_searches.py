@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import planner.search
+import planner.search.plans
 from gpuplan.check import check_file
 from planner import plan_workloads, shared_searches
-from planner.spec import load_workloads, parse_workloads
+from planner.workload.spec import load_workloads, parse_workloads
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = {"workloads": [{"name": "a", "kind": "inference", "model": {"preset": "llama-3-8b"},
@@ -19,13 +19,13 @@ SPEC = {"workloads": [{"name": "a", "kind": "inference", "model": {"preset": "ll
 
 def _counting(monkeypatch) -> list[str]:
     calls: list[str] = []
-    real = planner.search.plan_workload
+    real = planner.search.plans.plan_workload
 
     def counted(w, catalog):
         calls.append(w.name)
         return real(w, catalog)
 
-    monkeypatch.setattr(planner.search, "plan_workload", counted)
+    monkeypatch.setattr(planner.search.plans, "plan_workload", counted)
     return calls
 
 

@@ -116,8 +116,8 @@ def test_bad_catalog_overlay(tmp_path):
 
 
 def test_a_stack_files_region_is_every_workloads_region(tmp_path):
-    from planner.errors import SpecError
-    from planner.spec import load_workloads
+    from planner.workload.errors import SpecError
+    from planner.workload.spec import load_workloads
 
     stack = {"config": {"aws:region": "eu-west-1", "gpuplan:workloads": [
         {"name": "a", "kind": "inference", "model": {"preset": "llama-3.1-8b"}},

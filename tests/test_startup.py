@@ -37,7 +37,7 @@ def test_help_loads_neither_the_planner_nor_rich_pulumi_or_boto3():
     loaded, code = _loaded_after("--help")
     assert code == 0
     assert not loaded & set(HEAVY)
-    assert loaded & {"planner.catalog", "planner.search", "planner.spec", "pydantic", "yaml"} == set()
+    assert loaded & {"planner.hardware.catalog", "planner.search.plans", "planner.workload.spec", "pydantic", "yaml"} == set()
 
 
 def test_plan_as_json_loads_no_rich_pulumi_boto3_nor_a_yaml_parse_of_the_catalog(tmp_path):
@@ -46,7 +46,7 @@ def test_plan_as_json_loads_no_rich_pulumi_boto3_nor_a_yaml_parse_of_the_catalog
     loaded, code = _loaded_after("plan", str(spec), "--format", "json")
     assert code in (0, None)
     assert not loaded & set(HEAVY)
-    assert "planner.frontier" not in loaded and "planner.aws" not in loaded
+    assert "planner.search.frontier" not in loaded and "gpuplan.aws" not in loaded
 
 
 def _entry_point(*argv: str) -> subprocess.CompletedProcess:

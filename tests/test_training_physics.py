@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from planner import efficiency
-from planner.collectives import group_collective_s
-from planner.gemm_shape import gemm_shape_factor, layer_gemm_factor
-from planner.memory import TrainingSetup, training_model_states
-from planner.presets import Architecture
-from planner.training_time import TrainingLayout, training_step, training_work
+from planner.physics import efficiency
+from planner.physics.collectives import group_collective_s
+from planner.physics.gemm_shape import gemm_shape_factor, layer_gemm_factor
+from planner.physics.memory import TrainingSetup, training_model_states
+from planner.workload.presets import Architecture
+from planner.physics.training_time import TrainingLayout, training_step, training_work
 
 NAR21_1P7B = Architecture(params=1.7e9, layers=24, hidden_size=2304, attention_heads=24, kv_heads=24, head_dim=96,
                           ffn_hidden_size=9216, vocab_size=51200)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from planner.candidates import Candidate
-from planner.catalog import with_overlay
-from planner.collectives import COLLECTIVE_EFFICIENCY, group_collective_s, ring_s
-from planner.errors import InfeasibleError
-from planner.memory import TrainingSetup, training_memory, training_model_states
-from planner.search import plan_workload
-from planner.training_time import TrainingLayout, training_step, training_work
+from planner.search.candidates import Candidate
+from planner.hardware.catalog import with_overlay
+from planner.physics.collectives import COLLECTIVE_EFFICIENCY, group_collective_s, ring_s
+from planner.workload.errors import InfeasibleError
+from planner.physics.memory import TrainingSetup, training_memory, training_model_states
+from planner.search.plans import plan_workload
+from planner.physics.training_time import TrainingLayout, training_step, training_work
 from tests.conftest import workload
 
 LLAMA2_13B_RUN = dict(kind="training", model={"preset": "llama-2-13b"},
@@ -156,7 +156,7 @@ def test_tie_break_order_nodes_then_hops_then_headroom(catalog):
     itype, accel = catalog.instance("p5.48xlarge"), catalog.accelerator("H100-80GB")
 
     def cand(nodes, tp, memory_total):
-        from planner.memory import MemoryBreakdown
+        from planner.physics.memory import MemoryBreakdown
         return Candidate(itype, accel, None, nodes, tp, 1, 1, 1, MemoryBreakdown(weights=memory_total), 70e9, None,
                          55.04 * nodes, 100.0)
     assert cand(1, 8, 10e9).rank_key < cand(3, 1, 10e9).rank_key  # fewer nodes

@@ -1,0 +1,1 @@
+"""hardware: What can be rented: the accelerator catalog, regions, units and hardware facts."""

@@ -1,0 +1,94 @@
+"""80% bands around every predicted figure, from how far the estimators miss on sources never fitted.
+
+bench/accuracy.py --write-bands predicts each published source with the constants of
+planner/physics/efficiency.py fitted WITHOUT it (leave-one-source-out) and stores, per class (platform ×
+metric), the 10th and 90th percentile of measured / predicted in planner/data/accuracy_bands.yaml
+with the rows, sources and date it used. A prediction p of that class then lies in
+[p · q10, p · q90] for 80% of unseen runs; a time derived from a throughput inverts it.
+`constraints.confidence: likely` checks deadlines and latency targets at the band's slow edge.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from planner.workload.yamlsafe import load_text
+
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "accuracy_bands.yaml"
+
+# Plan field -> how it scales with the class's measured metric. direct: like the metric (a
+# throughput, or a latency against a latency class); inverse: a time that scales as 1/throughput.
+TRAINING_FIELDS = {"achieved_tflops_per_device": "direct", "training_tokens_per_s": "direct",
+                   "model_flops_utilization": "direct", "step_time_s": "inverse", "time_to_train_s": "inverse",
+                   "wall_clock_s": "inverse"}
+SERVING_FIELDS = {"output_tokens_per_s": ("serving tokens/s", "direct"),
+                  "output_tokens_per_s_per_replica": ("serving tokens/s", "direct"),
+                  "time_to_first_token_s": ("TTFT", "direct"), "inter_token_latency_s": ("ITL", "direct")}
+MEMORY_METRIC = "training peak memory"
+
+
+@cache
+def bands() -> dict:
+    return load_text(DATA.read_text(), bundled=True)
+
+
+def ratio_quantiles(platform: str, metric: str) -> tuple[float, float] | None:
+    """(q10, q90) of measured / predicted for the class, or None where no source measured it."""
+    entry = bands()["classes"].get(f"{platform}/{metric}")
+    return (entry["q10"], entry["q90"]) if entry else None
+
+
+def _training_metric(platform: str) -> str:
+    return "training sequences/s" if platform == "neuron" else "training TFLOP/s"
+
+
+def _edge(value: float, q: tuple[float, float], how: str) -> list[float]:
+    low, high = (value * q[0], value * q[1]) if how == "direct" else (value / q[1], value / q[0])
+    return [low, high]
+
+
+def performance_band(platform: str, kind: str, fields: dict[str, float | None]) -> dict[str, list[float]]:
+    """[low, high] for every predicted field that has a value and a measured class."""
+    out = {}
+    for name, value in fields.items():
+        if value is None:
+            continue
+        if kind != "inference" and name in TRAINING_FIELDS:
+            metric, how = _training_metric(platform), TRAINING_FIELDS[name]
+        elif kind == "inference" and name in SERVING_FIELDS:
+            metric, how = SERVING_FIELDS[name]
+        else:
+            continue
+        q = ratio_quantiles(platform, metric)
+        if q:
+            out[name] = _edge(value, q, how)
+    return out
+
+
+def memory_band(platform: str, required_bytes: float) -> dict[str, list[float]]:
+    q = ratio_quantiles(platform, MEMORY_METRIC)
+    return {"required_bytes": _edge(required_bytes, q, "direct")} if q else {}
+
+
+def memory_fit_factor(platform: str, confidence: str) -> float:
+    """Multiplier on a training run's predicted per-device memory when checking that it fits: 1 for
+    `expected`; for `likely`, q90 of measured / predicted peaks (the band's high edge), never below
+    the estimate itself (a class whose runs all peaked lower is not a reason to pack tighter)."""
+    if confidence == "expected":
+        return 1.0
+    q = ratio_quantiles(platform, MEMORY_METRIC)
+    return max(1.0, q[1]) if q else 1.0
+
+
+def slow_factor(platform: str, metric: str, confidence: str) -> float:
+    """Multiplier on a predicted time (or divisor of a throughput) at the band's slow edge:
+    1 for `expected`; for `likely`, 1/q10 of a throughput class or q90 of a latency class."""
+    if confidence == "expected":
+        return 1.0
+    if metric == "training":
+        metric = _training_metric(platform)
+    q = ratio_quantiles(platform, metric)
+    if q is None:
+        return 1.0
+    return q[1] if metric in ("TTFT", "ITL") else 1 / q[0]

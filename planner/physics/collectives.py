@@ -1,0 +1,68 @@
+"""Collective communication over the links a layout crosses: NVLink/NeuronLink inside a node, the
+node's shared NICs (EFA on AWS) between nodes. Hierarchical, as NCCL runs them across nodes:
+reduce-scatter inside the node, the inter-node ring on 1/g of the buffer, all-gather back."""
+
+from __future__ import annotations
+
+import math
+
+from planner.physics import efficiency
+from planner.hardware.catalog import Accelerator, InstanceType
+
+# NCCL ring collectives reach ~80% of the link's one-way bandwidth (nccl-tests bus bandwidth:
+# ~235 of 300 GB/s on NVLink3, ~370 of 450 on NVLink4; EFA all-reduce bus bandwidth on p4d/p5
+# sits at 75-85% of line rate in AWS's nccl-tests results).
+COLLECTIVE_EFFICIENCY = 0.80
+# Small-message collective latency fitted to gpt-fast's TP scaling (reference P-39, P-40: 17-29 µs
+# per all-reduce for TP 2-8): a fixed cost plus one per extra rank.
+COLLECTIVE_BASE_S = 15e-6
+COLLECTIVE_PER_RANK_S = 1.5e-6
+
+
+def intra_node_bytes_per_s(accel: Accelerator) -> float:
+    """One-way per-device bandwidth inside a node (vendor NVLink figures add both directions)."""
+    share = efficiency.NEURON_LINK_EFFICIENCY if accel.is_neuron else COLLECTIVE_EFFICIENCY
+    return accel.intra_node_gb_s * 1e9 / 2 * share
+
+
+def inter_node_bytes_per_s(itype: InstanceType) -> float:
+    """A device's share of its node's NICs when every device of the node talks across nodes at once."""
+    return itype.inter_node_gbps * 1e9 / 8 / itype.accelerators_per_node * COLLECTIVE_EFFICIENCY
+
+
+def latency_s(ranks: int, accel: Accelerator | None = None) -> float:
+    if ranks <= 1:
+        return 0.0
+    if accel is not None and accel.is_neuron:
+        return efficiency.NEURON_COLLECTIVE_LATENCY_S
+    return COLLECTIVE_BASE_S + COLLECTIVE_PER_RANK_S * (ranks - 1)
+
+
+def ring_s(bytes_: float, ranks: int, bandwidth: float, phases: int = 2, accel: Accelerator | None = None) -> float:
+    """Ring collective on one link class: each rank moves phases·(n-1)/n of the buffer
+    (Patarasuk & Yuan 2009). phases 2 is an all-reduce, 1 a reduce-scatter or an all-gather."""
+    if ranks <= 1:
+        return 0.0
+    if bandwidth <= 0:
+        return math.inf
+    return latency_s(ranks, accel) + phases * (ranks - 1) / ranks * bytes_ / bandwidth
+
+
+def group_collective_s(bytes_: float, ranks: int, ranks_per_node: int, accel: Accelerator,
+                       itype: InstanceType, phases: int = 2, calls: int = 1) -> float:
+    """A collective over `ranks` devices of which `ranks_per_node` share a node (a hierarchical
+    ring: NVLink inside the node on the whole buffer, the NICs across nodes on 1/g of it), issued as
+    `calls` equal pieces (FSDP/ZeRO-3 gather and reduce-scatter one layer at a time), each paying
+    the latency. An all-gather or reduce-scatter across nodes runs as one flat ring (NCCL): its
+    ranks − 1 steps each wait on a NIC hop (Patarasuk & Yuan 2009; efficiency.INTER_NODE_RING_STEP_S)."""
+    if ranks <= 1:
+        return 0.0
+    g = max(1, min(ranks, ranks_per_node))
+    nodes = -(-ranks // g)
+    intra = ring_s(bytes_, g, intra_node_bytes_per_s(accel), phases, accel)
+    inter = ring_s(bytes_ / g, nodes, inter_node_bytes_per_s(itype), phases, accel) if nodes > 1 else 0.0
+    latency = latency_s(g, accel) + (latency_s(nodes, accel) if nodes > 1 else 0.0)
+    if phases == 1 and nodes > 1 and not accel.is_neuron:
+        latency += (ranks - 1) * efficiency.INTER_NODE_RING_STEP_S
+        inter += (ranks - 1) * efficiency.INTER_NODE_RING_STEP_S
+    return intra + inter + (calls - 1) * latency

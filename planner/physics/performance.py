@@ -1,0 +1,147 @@
+"""Serving throughput and latency from the roofline: decode steps and prefill.
+
+Every estimate is time = work ÷ (roof × efficiency) with efficiency ≤ 1 (planner/physics/efficiency.py), so
+nothing is predicted above a physical roof (memory bandwidth, peak FLOP/s, link speed); each result
+says which roof binds. Training step time lives in planner/physics/training_time.py.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from planner.physics import efficiency
+from planner.hardware.catalog import Accelerator, InstanceType
+from planner.physics.collectives import inter_node_bytes_per_s, intra_node_bytes_per_s, ring_s
+from planner.physics.expert_parallel import all_to_all_s, routed_expert_bytes, tokens_per_node
+from planner.physics.memory import (attention_padding_params, kv_bytes_per_sequence, kv_shard_fraction, sharded_weight_bytes,
+                                    weight_bytes)
+from planner.workload.presets import Architecture
+from planner.physics.prefix import prefix_cached_tokens
+from planner.physics.speculative import Speculation, seconds_per_token
+from planner.hardware.units import BYTES_PER_PARAM, compute_precision
+
+
+def moe_weight_bytes_read(arch: Architecture, precision: str, batch: int) -> float:
+    """Weights streamed per decode step: every dense weight, plus the experts the batch touches.
+    With E routed experts and k per token, a batch touches E·(1 - (1 - k/E)^b) experts per layer."""
+    total = weight_bytes(arch, precision)
+    if not arch.is_moe:
+        return total
+    routed = arch.experts - arch.shared_experts if arch.shared_experts else arch.experts
+    k = arch.active_experts
+    if routed <= 0 or k >= routed:  # every expert runs for every token: a dense read
+        return total
+    expert_share = (arch.params - arch.params_per_token) / (arch.params * (1 - k / routed))
+    expert_bytes = total * min(1.0, expert_share)
+    touched = routed * (1 - (1 - k / routed) ** batch)
+    return total - expert_bytes + expert_bytes * touched / routed
+
+
+@dataclass(frozen=True)
+class DecodeStep:
+    seconds: float
+    memory_s: float
+    compute_s: float
+    communication_s: float
+    overhead_s: float = 0.0  # fixed per-step cost no roof covers (efficiency.decode_overhead_s)
+
+    @property
+    def bound(self) -> str:
+        roofs = {"memory-bandwidth": self.memory_s, "compute": self.compute_s,
+                 "communication": self.communication_s}
+        return max(roofs, key=roofs.get)
+
+
+def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_precision: str,
+                tp: int, pp: int, batch: int, context_tokens: float,
+                ep_nodes: int = 1, itype: InstanceType | None = None) -> DecodeStep:
+    """One decode step for `batch` sequences at `context_tokens` each (domain.md): per stage,
+    max(bytes moved ÷ achieved bandwidth, FLOPs ÷ achieved peak) + TP all-reduces; a token passes
+    every stage in turn. With expert parallelism over `ep_nodes` nodes (planner/physics/expert_parallel.py)
+    a device reads 1/ep_nodes of the touched experts, a node attends for its share of the batch, and
+    each MoE layer adds a dispatch and a combine all-to-all across the nodes."""
+    padding = attention_padding_params(arch, tp) * BYTES_PER_PARAM[precision]
+    read = moe_weight_bytes_read(arch, precision, batch)
+    local = tokens_per_node(batch, ep_nodes)
+    if ep_nodes > 1:
+        touched_experts = read - (weight_bytes(arch, precision) - routed_expert_bytes(arch, precision))
+        read -= touched_experts * (1 - 1 / ep_nodes)
+    weights = (read / tp + padding) / pp
+    kv = local * kv_bytes_per_sequence(arch, int(context_tokens), kv_precision) * kv_shard_fraction(arch, tp) / pp
+    memory_s = weights / efficiency.effective_bandwidth(accel, precision) + kv / efficiency.kv_bandwidth(accel)
+    attention_flops = 4 * arch.layers * arch.attention_heads * arch.head_dim * context_tokens
+    flops = batch * (2 * arch.params_per_token + attention_flops) / (tp * pp * ep_nodes)
+    compute_s = flops / (accel.peak_flops(compute_precision(precision, accel.supports.fp4)) * efficiency.gemm_efficiency(accel))
+    activation = local * arch.hidden_size * 2
+    comm_s = 2 * arch.layers / pp * ring_s(activation, tp, intra_node_bytes_per_s(accel), accel=accel) if tp > 1 else 0.0
+    if ep_nodes > 1 and itype is not None:
+        comm_s += all_to_all_s(arch, batch, ep_nodes, itype, accel)
+    overhead_s = efficiency.decode_overhead_s(accel, tp, arch.layers / pp)
+    stage_s = max(memory_s, compute_s) + comm_s + overhead_s
+    return DecodeStep(stage_s * pp, memory_s * pp, compute_s * pp, comm_s * pp, overhead_s * pp)
+
+
+def prefill_s(arch: Architecture, accel: Accelerator, precision: str, tp: int, pp: int, prompt_tokens: int,
+              itype: InstanceType | None = None, prompts: int = 1, cached_tokens: int = 0, ep_nodes: int = 1) -> float:
+    """Time to run `prompts` prompts (one batch) through the model. Causal attention does half of
+    4·L·s²·H·hd. Pipeline stages run one prompt one after another, so PP shortens nothing here (only
+    TP splits the work); each stage boundary adds a hop of the prompt's activations. A prefix of
+    `cached_tokens` already in the KV cache (prefix caching) is not recomputed: the new tokens' GEMMs
+    cover s − c tokens and their causal attention 2·L·(s² − c²)·H·hd (positions c..s attend to all before)."""
+    padded_heads = math.ceil(arch.attention_heads / tp) * tp  # a rank computes its padded heads too
+    new_tokens = prompt_tokens - cached_tokens
+    flops = prompts * (2 * (arch.params_per_token + attention_padding_params(arch, tp) * tp) * new_tokens
+                       + 2 * arch.layers * (prompt_tokens**2 - cached_tokens**2) * padded_heads * arch.head_dim)
+    compute = flops / tp / (accel.peak_flops(compute_precision(precision, accel.supports.fp4)) * efficiency.prefill_efficiency(accel))
+    resident = sharded_weight_bytes(arch, precision, tp) - routed_expert_bytes(arch, precision) / tp * (1 - 1 / ep_nodes)
+    memory = resident / efficiency.effective_bandwidth(accel, precision)
+    activations = prompts * new_tokens * arch.hidden_size * 2
+    comm = 2 * arch.layers * ring_s(activations, tp, intra_node_bytes_per_s(accel), accel=accel) if tp > 1 else 0.0
+    if ep_nodes > 1 and itype is not None:  # a prompt attends on its node; its tokens' experts sit on all
+        comm += all_to_all_s(arch, prompts * new_tokens * ep_nodes, ep_nodes, itype, accel)
+    if pp > 1:
+        hop = inter_node_bytes_per_s(itype) if itype is not None else intra_node_bytes_per_s(accel)
+        comm += (pp - 1) * activations / tp / hop
+    return max(compute, memory) + comm
+
+
+@dataclass(frozen=True)
+class ServingEstimate:
+    output_tokens_per_s_per_replica: float
+    time_to_first_token_s: float
+    inter_token_latency_s: float
+    bound: str
+
+
+def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_precision: str, tp: int,
+                     pp: int, batch: int, prompt_tokens: int, output_tokens: int,
+                     itype: InstanceType | None = None, prefix_hit_share: float = 0.0,
+                     ep_nodes: int = 1, speculation: Speculation | None = None) -> ServingEstimate:
+    """Continuous batching at `batch` sequences per replica, at the typical request.
+
+    Each decode step emits one token per sequence; meanwhile batch/output_tokens sequences finish and
+    are replaced, and the other sequences' prefills share the device (chunked prefill), which
+    lengthens every step a sequence waits through.
+    Each of the `batch` clients waits TTFT (queueing included) and then output_tokens-1 steps, so a replica
+    delivers batch·output_tokens tokens every TTFT + (output_tokens-1)·ITL (a closed loop).
+    """
+    mean_context = prompt_tokens + output_tokens / 2
+    step = decode_step(arch, accel, precision, kv_precision, tp, pp, batch, mean_context, ep_nodes, itype)
+    step_s = step.seconds
+    if speculation is not None:  # planner/physics/speculative.py: k draft steps + one k+1-position target pass per step
+        draft = decode_step(speculation.draft, accel, precision, kv_precision, tp, pp, batch, mean_context)
+        step_s = seconds_per_token(step.memory_s, step.compute_s, step.communication_s + step.overhead_s,
+                                   draft.seconds, speculation)
+    cached = prefix_cached_tokens(prompt_tokens, prefix_hit_share, accel)
+    prefill = prefill_s(arch, accel, precision, tp, pp, prompt_tokens, itype, cached_tokens=cached, ep_nodes=ep_nodes)
+    inter_token = step_s + (batch - 1) / output_tokens * prefill  # the others' prefills; its own is in TTFT
+    # The first token comes out of the prompt's own prefill. A new prompt first queues behind the
+    # other clients' prefills: the replica spends a share rho of its time prefilling them, and with
+    # identical prompts the service time is fixed, so Kingman's G/D/1 approximation gives a mean wait
+    # of rho/(1-rho) · c_a²/2 prefills. The prefill then shares its step with the others' decodes.
+    rho = (batch - 1) / output_tokens * prefill / inter_token
+    wait = rho / (1 - rho) * efficiency.PROMPT_ARRIVAL_VARIABILITY / 2 * prefill
+    first_token = efficiency.request_overhead_s(accel) + wait + prefill + step_s * (batch - 1) / batch
+    request_s = first_token + (output_tokens - 1) * inter_token
+    return ServingEstimate(batch * output_tokens / request_s, first_token, inter_token, step.bound)

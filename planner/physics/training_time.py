@@ -1,0 +1,203 @@
+"""Training step time from the roofline: GEMMs at the tensor rate they run at, non-matmul traffic at
+HBM bandwidth, the pipeline bubble, and every collective the layout implies counted where it
+happens (per micro-batch for ZeRO-2/3 and FSDP) over the link it crosses (NVLink inside a node,
+the node's shared NICs across nodes). Nothing is predicted above a roof: every efficiency ≤ 1."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from planner.physics import efficiency
+from planner.hardware.catalog import Accelerator, InstanceType
+from planner.physics.collectives import group_collective_s, inter_node_bytes_per_s, intra_node_bytes_per_s, ring_s
+from planner.physics.expert_training import all_to_all_step_s, expert_weight_traffic_s, expert_work
+from planner.physics.gemm_shape import layer_gemm_factor
+from planner.physics.memory import TrainingSetup, base_weight_bytes, gradient_bytes, lora_params, weight_bytes_per_param
+from planner.physics.pipeline_schedule import bubble_fraction, p2p_factor
+from planner.workload.presets import Architecture
+from planner.hardware.units import NF4_BYTES_PER_PARAM, compute_precision
+
+
+@dataclass(frozen=True)
+class TrainingLayout:
+    tp: int
+    pp: int
+    dp: int
+    zero: int
+    micro_batch: int
+    microbatches: int
+    checkpointing: str
+    schedule: str = "1f1b"  # planner.physics.pipeline_schedule.SCHEDULES
+    virtual_stages: int = 1  # model chunks per device under the interleaved schedule
+    ep: int = 1  # MoE: DP ranks the routed experts are split over (planner/physics/expert_training.py)
+
+
+@dataclass(frozen=True)
+class TrainingWork:
+    """What the step moves besides activations: the weights a ZeRO-3 gather brings in (whole model,
+    bytes, frozen base included), the trainable parameters and the bytes their gradients reduce in."""
+    method: str
+    gathered_weight_bytes: float
+    trainable_params: float
+    grad_bytes: float
+    updated_param_bytes: float  # per trainable parameter, as ZeRO-1/2 all-gathers them after the update
+    base_params: float  # frozen parameters that QLoRA dequantises on every matmul (0 otherwise)
+
+
+def training_work(arch: Architecture, setup: TrainingSetup) -> TrainingWork:
+    """Full training reduces gradients in their accumulation precision (fp32 for bf16, the 18 B/param
+    accounting) and all-gathers 16-bit weights; LoRA/QLoRA train fp32 adapters on a frozen base."""
+    if setup.method == "full":
+        return TrainingWork("full", base_weight_bytes(arch, setup), arch.params,
+                            gradient_bytes(setup.precision, setup.grad_precision), weight_bytes_per_param(setup), 0.0)
+    base = arch.params - arch.embedding_params if setup.method == "qlora" else 0.0
+    return TrainingWork(setup.method, base_weight_bytes(arch, setup), lora_params(arch, setup.lora_rank), 4.0, 4.0, base)
+
+
+@dataclass(frozen=True)
+class TrainingEstimate:
+    step_time_s: float
+    tokens_per_step: float
+    tokens_per_s: float
+    achieved_tflops_per_device: float
+    model_flops_utilization: float
+    bound: str
+
+
+def model_flops_per_token(arch: Architecture, seq: int, method: str = "full") -> float:
+    """6·N + 12·L·h·s (PaLM's MFU definition, Chowdhery et al. 2022 App. B; design.md). A LoRA
+    backward skips the frozen weights' gradients, so 4·N instead of 6·N."""
+    return linear_flops_per_token(arch, method) + 12 * arch.layers * arch.hidden_size * seq
+
+
+def linear_flops_per_token(arch: Architecture, method: str = "full") -> float:
+    return (4 if method != "full" else 6) * arch.params_per_token
+
+
+def recompute_flops_per_token(arch: Architecture, seq: int, checkpointing: str) -> tuple[float, float]:
+    """Extra forward work as (linear, attention): full recompute reruns every layer's forward
+    (2·N + 4·L·h·s); selective reruns the attention core only (4·L·h·s) (Korthikanti §5)."""
+    attention = 4 * arch.layers * arch.hidden_size * seq
+    return {"full": (2 * arch.params_per_token, attention), "selective": (0.0, attention)}.get(checkpointing, (0.0, 0.0))
+
+
+def _matmul_s(arch: Architecture, accel: Accelerator, precision: str, method: str, seq: int,
+              layout: TrainingLayout, tokens_per_device: float) -> float:
+    """Linear layers run at the precision's tensor rate (FP8 where trained in FP8), at the share big
+    GEMMs reach times their shapes' factor (tile/wave quantisation, roofline: planner/physics/gemm_shape.py);
+    the attention core (QKᵀ, softmax·V) stays in 16-bit, as Transformer Engine and Megatron run it."""
+    checkpointing = layout.checkpointing
+    gemm = efficiency.gemm_efficiency(accel)
+    linear_precision = compute_precision(precision)
+    attention_precision = "bf16" if linear_precision == "fp8" else linear_precision
+    shape = layer_gemm_factor(arch, seq * layout.micro_batch, layout.tp, accel, accel.peak_flops(linear_precision),
+                              1 if linear_precision == "fp8" else 2)
+    linear_efficiency = shape * gemm * (efficiency.FP8_GEMM_EFFICIENCY_FACTOR if linear_precision == "fp8" else 1.0)
+    extra_linear, extra_attention = recompute_flops_per_token(arch, seq, checkpointing)
+    linear = linear_flops_per_token(arch, method) + extra_linear
+    # FlashAttention skips the masked half of causal attention: the hardware does half of the
+    # 12·L·h·s that the MFU definition counts (Dao 2023, FlashAttention-2 §3.1).
+    attention = (12 * arch.layers * arch.hidden_size * seq + extra_attention) / (2 if accel.supports.flash_attention else 1)
+    return tokens_per_device * (linear / (accel.peak_flops(linear_precision) * linear_efficiency)
+                                + attention / (accel.peak_flops(attention_precision) * gemm))
+
+
+def _dequantise_s(work: TrainingWork, accel: Accelerator, layout: TrainingLayout) -> float:
+    """QLoRA dequantises the NF4 base to bf16 before every matmul that uses it (bitsandbytes): per
+    pass it reads the NF4 weights, writes bf16 and the GEMM reads them back. Passes per micro-batch:
+    forward and input-gradient backward, plus the forward again under full recompute."""
+    if work.base_params <= 0:
+        return 0.0
+    passes = 3 if layout.checkpointing == "full" else 2
+    bytes_per_pass = work.base_params / (layout.tp * layout.pp) * (NF4_BYTES_PER_PARAM + 2 + 2)
+    return layout.microbatches * passes * bytes_per_pass / efficiency.effective_bandwidth(accel, "bf16")
+
+
+def _data_parallel_s(work: TrainingWork, itype: InstanceType, accel: Accelerator, layout: TrainingLayout,
+                     compute_s: float, arch: Architecture) -> float:
+    """Exposed data-parallel communication. Per micro-batch: ZeRO-3/FSDP all-gather the weights in the
+    forward and again in the backward and reduce-scatter gradients; ZeRO-2 reduce-scatters gradients
+    (DeepSpeed). Once per step: ZeRO-0 all-reduces gradients (DDP accumulates locally), ZeRO-1
+    reduce-scatters them and all-gathers the updated weights, ZeRO-2 all-gathers the weights.
+    Per-micro-batch traffic overlaps that micro-batch's compute; per-step traffic the last backward.
+    With expert parallelism the routed experts' share reduces over the dp/ep expert-data-parallel
+    ranks, each holding 1/ep of them (planner/physics/expert_training.py)."""
+    m = layout.microbatches
+    if layout.dp <= 1:
+        return 0.0
+    if layout.ep > 1:
+        dense, experts = expert_work(work, arch)
+        expert_layout = replace(layout, tp=layout.tp * layout.ep, dp=layout.dp // layout.ep, ep=1)
+        parts = [_dp_collectives_s(dense, itype, accel, replace(layout, ep=1), arch.layers),
+                 _dp_collectives_s(experts, itype, accel, expert_layout, arch.layers)]
+    else:
+        parts = [_dp_collectives_s(work, itype, accel, layout, arch.layers)]
+    per_microbatch = sum(p[0] for p in parts)
+    per_step = sum(p[1] for p in parts)
+    compute_per_microbatch = compute_s / m
+    exposed = m * max(0.0, per_microbatch - efficiency.COMM_OVERLAP * compute_per_microbatch)
+    exposed += max(0.0, per_step - efficiency.COMM_OVERLAP * compute_per_microbatch * 2 / 3)
+    return exposed
+
+
+def _dp_collectives_s(work: TrainingWork, itype: InstanceType, accel: Accelerator,
+                      layout: TrainingLayout, arch_layers: int) -> tuple[float, float]:
+    """(per micro-batch, per step) data-parallel collective time before any overlap."""
+    tp, pp, dp = layout.tp, layout.pp, layout.dp
+    if dp <= 1:
+        return 0.0, 0.0
+    layers = math.ceil(arch_layers / pp)
+    per_node = max(1, itype.accelerators_per_node // tp)  # Megatron rank order: TP innermost, then DP
+
+    def coll(bytes_: float, phases: int, calls: int = 1) -> float:
+        return group_collective_s(bytes_, dp, per_node, accel, itype, phases, calls)
+
+    shard = tp * pp
+    grads = work.trainable_params * work.grad_bytes / shard
+    updated = work.trainable_params * work.updated_param_bytes / shard
+    gathered = work.gathered_weight_bytes / shard
+    # only the chosen stage's collectives are timed (the search times thousands of layouts);
+    # ZeRO-3/FSDP gather and reduce-scatter layer by layer: one collective per layer of the stage
+    per_microbatch = {2: lambda: coll(grads, 1),
+                      3: lambda: 2 * coll(gathered, 1, layers) + coll(grads, 1, layers)}.get(layout.zero, lambda: 0.0)()
+    per_step = {0: lambda: coll(grads, 2), 1: lambda: coll(grads, 1) + coll(updated, 1),
+                2: lambda: coll(updated, 1)}.get(layout.zero, lambda: 0.0)()
+    return per_microbatch, per_step
+
+
+def training_step(arch: Architecture, itype: InstanceType, accel: Accelerator, precision: str, seq: int,
+                  layout: TrainingLayout, local_state_bytes: float, work: TrainingWork) -> TrainingEstimate:
+    """Step time = compute + pipeline bubble + exposed communication + optimizer update."""
+    tp, pp, dp, m, b = layout.tp, layout.pp, layout.dp, layout.microbatches, layout.micro_batch
+    devices = tp * pp * dp
+    tokens = m * b * dp * seq
+    peak = accel.peak_flops(compute_precision(precision))
+    bandwidth = accel.memory_bandwidth_gb_s * 1e9
+    matmul_s = _matmul_s(arch, accel, precision, work.method, seq, layout, tokens / devices)
+    passes = 4 / 3 if layout.checkpointing == "full" else 1.0
+    nonmatmul_s = passes * efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN * arch.layers * arch.hidden_size * tokens / devices / bandwidth
+    experts_s = expert_weight_traffic_s(arch, accel, compute_precision(precision), work, tp, pp, layout.ep, b, m, seq,
+                                        layout.checkpointing)
+    compute_s = matmul_s + nonmatmul_s + _dequantise_s(work, accel, layout) + experts_s
+    bubble_s = compute_s * bubble_fraction(layout.schedule, pp, m, layout.virtual_stages)
+
+    apn = itype.accelerators_per_node
+    intra = intra_node_bytes_per_s(accel)
+    # TP: 4 all-reduces of s·b·h activations per layer per micro-batch (2 forward, 2 backward), +2 on recompute.
+    reduces = 4 + (2 if layout.checkpointing == "full" else 0)
+    tp_s = m * math.ceil(arch.layers / pp) * reduces * ring_s(seq * b * arch.hidden_size * 2, tp, intra, accel=accel)
+    # PP: activations cross each stage boundary forward and back (v times as many boundaries when
+    # interleaved); over the NICs once stages span nodes.
+    pp_link = inter_node_bytes_per_s(itype) if tp * dp * pp > apn else intra
+    crossings = 2 * m * p2p_factor(layout.schedule, layout.virtual_stages)
+    pp_s = crossings * seq * b * arch.hidden_size * 2 / tp / pp_link if pp > 1 else 0.0
+    dp_s = _data_parallel_s(work, itype, accel, layout, compute_s, arch)
+    ep_s = all_to_all_step_s(arch, itype, accel, tp, pp, layout.ep, b, m, seq, layout.checkpointing)
+    optimizer_s = 2 * local_state_bytes / bandwidth
+    step = compute_s + bubble_s + tp_s + pp_s + dp_s + ep_s + optimizer_s
+    comm = tp_s + pp_s + dp_s + ep_s
+    bound = "communication" if comm > compute_s else ("compute" if matmul_s >= nonmatmul_s + experts_s else "memory-bandwidth")
+    tokens_per_s = tokens / step
+    achieved = model_flops_per_token(arch, seq, work.method) * tokens_per_s / devices
+    return TrainingEstimate(step, tokens, tokens_per_s, achieved / 1e12, achieved / peak, bound)

@@ -1,0 +1,118 @@
+"""What the searches produce for one instance type: a feasible candidate or the nearest miss."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from planner.hardware.catalog import Accelerator, InstanceType
+from planner.economics.cost import HourlyPrice
+from planner.physics.memory import MemoryBreakdown
+from planner.hardware.units import GIB
+
+
+@dataclass
+class Miss:
+    """Why a type (or one layout of it) cannot serve; `shortfall` ≥ 1 says how far off it is
+    (required ÷ available), infinity for a rule that no amount of hardware fixes."""
+
+    reason: str
+    shortfall: float = math.inf
+    by_request: bool = False  # excluded by the spec's own filters, so no near miss to report
+    stage: int = 0  # how far the layout got: 0 rules, 1 memory, 2 targets or deadline
+
+    def nearer(self, other: "Miss | None") -> "Miss":
+        """Within one type, the layout that got furthest, then the smallest shortfall, explains it best."""
+        if other is None:
+            return self
+        return self if (-self.stage, self.shortfall) < (-other.stage, other.shortfall) else other
+
+
+@dataclass
+class Candidate:
+    itype: InstanceType
+    accel: Accelerator
+    price: HourlyPrice
+    nodes: int
+    tp: int
+    pp: int
+    dp: int
+    replicas: int
+    memory: MemoryBreakdown
+    usable_bytes: float
+    perf: object  # ServingEstimate | TrainingEstimate
+    usd_per_hour: float
+    objective: float  # what the search minimises: $/h for serving, $/run for training
+    batch_per_replica: int | None = None
+    zero: int | None = None
+    micro_batch: int | None = None
+    microbatches: int | None = None
+    checkpointing: str | None = None
+    pipeline_schedule: str | None = None  # training with PP > 1 (planner/physics/pipeline_schedule.py)
+    virtual_stages: int | None = None
+    output_tokens_per_s: float | None = None  # serving: aggregate over replicas at their own batches
+    sequences_in_flight: int | None = None
+    purchase: str = "on-demand"  # the option the objective was priced at
+    wall_s: float | None = None  # training: time to finish under that option (spot: interruptions included)
+    ep: int = 1  # serving: nodes one replica's experts are spread over (expert parallelism across nodes)
+    storage_usd_per_hour: float = 0.0  # training: root volumes and FSx (planner/economics/provisioned.py), in the objective
+    train_ep: int = 1  # training: DP ranks the routed experts are split over (planner/physics/expert_training.py)
+    ranking_objective: float | None = None  # the objective under the plan's one price rule (planner/economics/price_rule.py)
+
+    @property
+    def ranked(self) -> float:
+        """The figure candidates of different types are compared on: the one price rule's where it applies."""
+        return self.objective if self.ranking_objective is None else self.ranking_objective
+
+    @property
+    def devices_per_copy(self) -> int:
+        """Devices one model copy (serving replica, or the whole training job) spans."""
+        return self.tp * self.pp * self.ep * (self.dp if self.micro_batch is not None else 1)
+
+    @property
+    def network_hops(self) -> int:
+        """0: one device; 1: devices of one node talk over NVLink/PCIe; 2: traffic crosses nodes."""
+        if self.devices_per_copy <= 1:
+            return 0
+        return 2 if self.devices_per_copy > self.itype.accelerators_per_node else 1
+
+    @property
+    def headroom(self) -> float:
+        return 1 - self.memory.total / self.usable_bytes
+
+    @property
+    def rank_key(self) -> tuple:
+        """Cheapest first (to 3 significant figures, so equal prices tie whatever their rounding);
+        ties go to fewer nodes, then fewer network hops, then more memory headroom, then the name:
+        never to catalog order (design.md)."""
+        return (float(f"{self.ranked:.3g}"), self.nodes, self.network_hops, -round(self.headroom, 4),
+                self.itype.name)
+
+
+def gib(value: float) -> str:
+    return f"{value / GIB:.1f} GiB"
+
+
+def memory_miss(itype: InstanceType, accel: Accelerator, usable: float, required: float, detail: str) -> Miss:
+    unit = " NeuronCores" if accel.is_neuron else ""
+    return Miss(f"{itype.accelerators_per_node}{unit} × {gib(accel.memory_bytes)} ({gib(usable)} usable), "
+                f"needs {gib(required)} per device {detail}", required / usable, stage=1)
+
+
+def tensor_parallel_options(apn: int, heads: int, pinned: int | None, neuron: bool = False) -> list[int]:
+    """TP degrees that divide the node's devices and the attention heads (vLLM and Megatron split
+    heads evenly); a pin is honoured where it is one of them. Neuron counts NeuronCores and pads heads to a multiple
+    of the degree (memory.attention_padding_params), so any even divisor of the node's cores is a
+    degree (published configurations: 2, 8, 12, 24 on inf2, 8 and 32 on trn1)."""
+    if neuron:
+        options = [t for t in range(1, apn + 1) if apn % t == 0 and (t == 1 or t % 2 == 0)]
+    else:
+        options = [t for t in range(1, apn + 1) if apn % t == 0 and heads % t == 0]
+    return options if pinned is None else [t for t in options if t == pinned]
+
+
+def pinned_tp_miss(pinned: int, apn: int, heads: int) -> str:
+    if pinned > apn:
+        return f"tensor_parallel {pinned} exceeds the {apn} accelerators per node (TP stays inside one NVLink domain)"
+    return (f"tensor_parallel {pinned} does not split the node's {apn} devices and {heads} attention heads "
+            f"evenly (GPU engines shard whole heads; Neuron takes 1 or an even divisor of its cores)")

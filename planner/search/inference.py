@@ -1,0 +1,248 @@
+"""Serving search for one instance type: TP × PP × replicas at the smallest node count that holds
+the peak KV cache and meets the throughput and latency targets.
+
+Rules kept (design.md): `concurrent_requests` is a ceiling on sequences in flight across the whole
+deployment, shared by the replicas (never rounded up per replica); a SageMaker real-time endpoint
+instance is one independent model copy, so a replica fits in one instance there (no PP across
+instances) and an instance holds one replica (SageMaker starts one serving container per instance,
+and TGI, LMI and TensorRT-LLM serve one model copy per container: the GPUs beyond the copy's TP
+idle); PP across nodes is for EC2 only, on full nodes joined by an inter-node network."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from planner.physics.bands import slow_factor
+from planner.search.candidates import Candidate, Miss, memory_miss, pinned_tp_miss, tensor_parallel_options
+from planner.hardware.catalog import Accelerator, InstanceType
+from planner.economics.cost import HourlyPrice
+from planner.search.kv_sizing import serving_kv_tokens
+from planner.physics.memory import inference_memory
+from planner.physics.performance import ServingEstimate, serving_estimate
+from planner.workload.spec import Workload
+from planner.physics.speculative import draft_memory_bytes, speculation_of
+
+MAX_SERVING_PIPELINE = 8  # beyond 8 nodes per copy a serving replica spends more time in hops than work
+
+
+def _first_true(lo: int, hi: int, ok) -> int | None:
+    """Smallest n in [lo, hi] with ok(n), for a predicate that stays true once true."""
+    if lo > hi or not ok(hi):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@dataclass(frozen=True)
+class Spread:
+    """`concurrent` sequences over `replicas`: the first `busy` replicas carry one more."""
+    replicas: int
+    low: int
+    busy: int
+
+    @classmethod
+    def of(cls, concurrent: int, replicas: int) -> "Spread":
+        replicas = min(replicas, concurrent)  # a replica with no request adds nothing
+        return cls(replicas, concurrent // replicas, concurrent % replicas)
+
+    @property
+    def peak(self) -> int:
+        return self.low + (1 if self.busy else 0)
+
+    @property
+    def in_flight(self) -> int:
+        return self.low * self.replicas + self.busy
+
+
+def aggregate_tokens_per_s(spread: Spread, estimate_at, static_shapes: bool = False) -> float:
+    """Every replica at its own batch: the busy ones at low+1, the rest at low. A Neuron model is
+    compiled for one batch size (the peak), so every decode step runs that shape whatever the
+    number of live sequences: a replica with fewer sequences gets the peak's step time."""
+    if static_shapes:
+        at_peak = estimate_at(spread.peak).output_tokens_per_s_per_replica
+        return at_peak * spread.in_flight / spread.peak
+    total = spread.busy * estimate_at(spread.peak).output_tokens_per_s_per_replica
+    if spread.low:
+        total += (spread.replicas - spread.busy) * estimate_at(spread.low).output_tokens_per_s_per_replica
+    return total
+
+
+def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: HourlyPrice,
+                   target: str = "sagemaker", collect: list[Candidate] | None = None) -> Candidate | Miss:
+    """The cheapest layout of this type; with `collect`, every feasible (TP, PP, nodes) is appended
+    to it too, from the fewest nodes that meet the targets to one replica per request (the frontier)."""
+    arch, s, c, pins = w.architecture, w.serving, w.constraints, w.layout
+    apn = itype.accelerators_per_node
+    usable = accel.memory_bytes * (1 - c.memory_headroom)
+    best: Candidate | None = None
+    miss: Miss | None = None
+    neuron = accel.is_neuron
+    tps = tensor_parallel_options(apn, arch.attention_heads, pins.tensor_parallel, neuron)
+    if not tps:
+        return Miss(pinned_tp_miss(pins.tensor_parallel, apn, arch.attention_heads)
+                    if pins.tensor_parallel else f"no TP degree divides both {apn} devices and "
+                    f"{arch.attention_heads} attention heads")
+    if pins.replicas and pins.replicas > s.concurrent_requests:
+        return Miss(f"layout.replicas {pins.replicas} exceeds concurrent_requests {s.concurrent_requests}: "
+                    "a replica with no request in flight serves nothing", by_request=True)
+    if pins.pipeline_parallel and pins.pipeline_parallel > 1 and target == "sagemaker":
+        return Miss("a SageMaker endpoint instance is one model copy: pipeline_parallel > 1 would span "
+                    "instances (use deploy_target ec2)", by_request=True)
+    estimates: dict[tuple[int, int, int, int], ServingEstimate] = {}
+    speculation = speculation_of(s)
+
+    for tp in tps:
+        spans_nodes = tp == apn and itype.multi_node and target == "ec2"
+        for pp, ep in _spans(w, tp, apn, spans_nodes):
+            if (pp > 1 or ep > 1) and not spans_nodes:
+                continue  # a replica spans nodes only on EC2, with full nodes and a network between them
+            step = pp * ep  # nodes come in whole replicas once a replica spans nodes
+            per_node = (1 if target == "sagemaker" else apn // tp) if step == 1 else 0
+
+            def capacity(n: int) -> int:
+                return n * per_node if step == 1 else n // step
+
+            def spread_at(n: int) -> Spread:
+                return Spread.of(s.concurrent_requests, min(pins.replicas or capacity(n), capacity(n)))
+
+            def estimate(batch: int) -> ServingEstimate:
+                key = (tp, pp, ep, batch)
+                if key not in estimates:
+                    estimates[key] = serving_estimate(arch, accel, w.precision, s.kv_cache_precision, tp, pp, batch,
+                                                      s.prompt_tokens, s.output_tokens, itype, s.prefix_hit_share, ep,
+                                                      speculation)
+                return estimates[key]
+
+            def memory_at(n: int):
+                peak = spread_at(n).peak
+                kv_tokens = serving_kv_tokens(s, neuron, peak)  # serving.kv_sizing (planner/search/kv_sizing.py)
+                base = inference_memory(arch, w.precision, s.kv_cache_precision, tp, pp, peak, kv_tokens, neuron, ep)
+                draft_weights, draft_kv = draft_memory_bytes(speculation, w.precision, s.kv_cache_precision, tp,
+                                                             peak, kv_tokens)
+                return replace(base, weights=base.weights + draft_weights, kv_cache=base.kv_cache + draft_kv)
+
+            def fits_one_sequence() -> bool:
+                """More nodes help memory only if a replica holding one sequence fits."""
+                return inference_memory(arch, w.precision, s.kv_cache_precision, tp, pp, 1, s.max_context_tokens,
+                                        neuron, ep).total <= usable
+
+            def targets_met(n: int) -> bool:
+                spread = spread_at(n)
+                e = estimate(spread.peak)  # the busiest replica sets the latencies
+                slow = _slow_factors(w, neuron)
+                return ((s.target_output_tokens_per_s is None or aggregate_tokens_per_s(spread, estimate, neuron)
+                         / slow["serving tokens/s"] >= s.target_output_tokens_per_s)
+                        and (s.max_time_to_first_token_ms is None
+                             or e.time_to_first_token_s * 1e3 * slow["TTFT"] <= s.max_time_to_first_token_ms)
+                        and (s.max_inter_token_latency_ms is None
+                             or e.inter_token_latency_s * 1e3 * slow["ITL"] <= s.max_inter_token_latency_ms))
+
+            # Search in units of `step` nodes, up to the point where every request has its own replica.
+            def units_for(replicas: int) -> int:
+                return math.ceil(replicas / per_node) if step == 1 else replicas
+
+            if pins.nodes is not None:
+                if pins.nodes % step:
+                    continue
+                lo = hi = pins.nodes // step
+                if pins.replicas and pins.replicas > capacity(pins.nodes):
+                    miss = Miss(f"layout.replicas {pins.replicas} do not fit {pins.nodes} node(s) at TP {tp} × PP {pp} "
+                                f"({capacity(pins.nodes)} replica(s) at most)", stage=0).nearer(miss)
+                    continue
+            elif pins.replicas is not None:
+                lo = hi = units_for(pins.replicas)
+            else:
+                lo, hi = 1, min(units_for(s.concurrent_requests), c.max_nodes // step)
+            capped = pins.nodes is None and pins.replicas is None and units_for(s.concurrent_requests) > hi
+            cap = f" at {node_cap_note(c.max_nodes)}" if capped else ""
+            if hi < lo or hi * step > c.max_nodes:
+                nodes = max(hi, lo) * step
+                miss = Miss(f"needs {nodes} nodes at TP {tp} × PP {pp}, over {node_cap_note(c.max_nodes)}",
+                            nodes / c.max_nodes).nearer(miss)
+                continue
+            fit = _first_true(lo, hi, lambda u: memory_at(u * step).total <= usable)
+            if fit is None:
+                need = memory_at(hi * step).total
+                miss = memory_miss(itype, accel, usable, need, f"at TP {tp} × PP {pp} with {spread_at(hi * step).peak} "
+                                   f"sequences of {serving_kv_tokens(s, neuron, spread_at(hi * step).peak)} tokens per replica"
+                                   f"{cap if fits_one_sequence() else ''}").nearer(miss)
+                continue
+            good = _first_true(fit, hi, lambda u: targets_met(u * step))
+            if good is None:
+                spread = spread_at(hi * step)
+                short = _target_miss(w, estimate(spread.peak), aggregate_tokens_per_s(spread, estimate, neuron), hi * step,
+                                     tp, pp, neuron)
+                miss = replace(short, reason=short.reason + cap).nearer(miss)
+                continue
+            def candidate_at(nodes: int) -> Candidate:
+                spread = spread_at(nodes)
+                usd_per_hour = nodes * price.usd_per_hour
+                return Candidate(itype, accel, price, nodes, tp, pp, 1, spread.replicas, memory_at(nodes), usable,
+                                 estimate(spread.peak), usd_per_hour, usd_per_hour, batch_per_replica=spread.peak,
+                                 output_tokens_per_s=aggregate_tokens_per_s(spread, estimate, neuron),
+                                 sequences_in_flight=spread.in_flight, purchase=price.purchase, ep=ep)
+
+            cand = candidate_at(good * step)
+            if collect is not None:
+                collect.append(cand)
+                collect.extend(candidate_at(u * step) for u in range(good + 1, hi + 1))
+            if best is None or cand.rank_key < best.rank_key:
+                best = cand
+    if best is not None:
+        return best
+    return miss or Miss("no layout of this type fits the pins in layout:")
+
+
+def node_cap_note(max_nodes: int) -> str:
+    """The node cap a miss ran into, and how to lift it (spec.py: max_nodes allows up to 4096)."""
+    return f"constraints.max_nodes {max_nodes} (the node cap; raise constraints.max_nodes, up to 4096)"
+
+
+def _spans(w: Workload, tp: int, apn: int, spans_nodes: bool) -> list[tuple[int, int]]:
+    """(pipeline stages, expert-parallel nodes) a replica may span: PP across nodes for a dense model,
+    EP across nodes for an MoE model (planner/physics/expert_parallel.py), PP there only when pinned. Both
+    cost the same nodes, but PP's stages take turns on every decode step while EP's nodes work at once
+    (DeepSeek-R1 FP8 on 2 × p5.48xlarge at 64 sequences: ITL 38 ms at EP 16, 47 ms at PP 2), and
+    DeepSeek-V3's own deployment and SGLang's spread MoE models across nodes by EP."""
+    pins = w.layout
+    if pins.expert_parallel:
+        ep = pins.expert_parallel // tp if pins.expert_parallel % tp == 0 else 0
+        return [(1, ep)] if ep == 1 or (ep > 1 and pins.expert_parallel % apn == 0 and tp == apn) else []
+    if pins.pipeline_parallel:
+        return [(pins.pipeline_parallel, 1)]
+    if not spans_nodes:
+        return [(1, 1)]
+    if w.architecture.is_moe:
+        return [(1, ep) for ep in range(1, MAX_SERVING_PIPELINE + 1)]
+    return [(pp, 1) for pp in range(1, MAX_SERVING_PIPELINE + 1)]
+
+
+def _slow_factors(w: Workload, neuron: bool) -> dict[str, float]:
+    """The band's slow edge over the estimate per serving metric (1 under confidence: expected)."""
+    platform = "neuron" if neuron else "gpu"
+    return {m: slow_factor(platform, m, w.constraints.confidence) for m in ("serving tokens/s", "TTFT", "ITL")}
+
+
+def _target_miss(w: Workload, e: ServingEstimate, aggregate: float, nodes: int, tp: int, pp: int,
+                 neuron: bool = False) -> Miss:
+    s = w.serving
+    slow = _slow_factors(w, neuron)
+    edge = " (likely: the 80% band's slow edge)" if w.constraints.confidence == "likely" else ""
+    at = f"at {nodes} node(s), TP {tp} × PP {pp}{edge}"
+    got = e.time_to_first_token_s * 1e3 * slow["TTFT"]
+    if s.max_time_to_first_token_ms and got > s.max_time_to_first_token_ms:
+        return Miss(f"time to first token {got:.0f} ms > target {s.max_time_to_first_token_ms:g} ms {at}",
+                    got / s.max_time_to_first_token_ms, stage=2)
+    got = e.inter_token_latency_s * 1e3 * slow["ITL"]
+    if s.max_inter_token_latency_ms and got > s.max_inter_token_latency_ms:
+        return Miss(f"inter-token latency {got:.1f} ms > target {s.max_inter_token_latency_ms:g} ms {at}",
+                    got / s.max_inter_token_latency_ms, stage=2)
+    aggregate /= slow["serving tokens/s"]
+    return Miss(f"{aggregate:,.0f} output tokens/s < target {s.target_output_tokens_per_s:,.0f} {at} "
+                f"with {s.concurrent_requests} requests in flight", s.target_output_tokens_per_s / aggregate, stage=2)
