@@ -49,13 +49,6 @@ EXAMPLES = {"workloads": "[{name: chat-8b, kind: inference, model: llama-3.1-8b}
             "layout.data_parallel": "4", "layout.zero_stage": "1", "layout.micro_batch": "1", "layout.replicas": "2"}
 
 
-def _model_as_name(schema: dict[str, Any]) -> None:
-    """`model:` is a mapping or a name (preset or Hugging Face id): say so in the schema."""
-    ref = dict(schema)
-    schema.clear()
-    schema["anyOf"] = [ref, {"type": "string", "description": "a preset (`gpuplan models`) or a Hugging Face id"}]
-
-
 def _stack_schema() -> dict:
     from planner.workload.spec import AWS_REGION_PATTERN, STACK_CONFIG_KEYS, WorkloadFile
 

@@ -21,6 +21,7 @@ from planner.physics.pipeline_schedule import memory_virtual_stages, schedule_op
 from planner.physics.training_time import (TrainingLayout, model_flops_per_token, training_step,
                                            training_work)
 from planner.hardware.units import compute_precision
+from planner.workload.sections import DEFAULT_BATCH_TOKENS  # the spec checks a run holds one batch
 from planner.workload.spec import Workload
 
 MICRO_BATCHES = (16, 8, 4, 2, 1)  # largest first: the biggest micro-batch that fits runs the GEMMs best
@@ -32,7 +33,6 @@ CHECKPOINTING = ("none", "selective", "full")  # cheapest recompute first
 NODE_PATIENCE = 2
 # NeuronX Distributed: TP inside the node, PP, and ZeRO-1 (its optimizer-state sharding); no ZeRO-2/3.
 NEURON_ZERO_STAGES = (0, 1)
-DEFAULT_BATCH_TOKENS = {"training": 4.0e6, "fine-tuning": 2.5e5}  # Llama 2 pre-training used 4M tokens
 
 @cache
 def node_counts(max_nodes: int) -> tuple[int, ...]:
