@@ -1,0 +1,121 @@
+"""planner/ is the stages a workload passes through, workload → hardware → physics → search → economics →
+report, and its imports run one way along that chain (issue 30; planner/README.md draws it). Every import
+counts, the ones inside functions and under TYPE_CHECKING too: a late import is still a dependency."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PLANNER = ROOT / "planner"
+STAGES = ("workload", "hardware", "physics", "search", "economics", "report")
+OUTSIDE = ("boto3", "botocore", "pulumi", "pulumi_aws", "pulumi_policy", "gpuplan", "components", "policies")
+
+# Imports that still run forwards, each named with why. The search prices every layout it ranks (the cost
+# of an hour, storage, purchase options, provisioned cost), and planner/search/plans.py builds the plan with
+# its money; they leave when the search ranks physical candidates price-free and economics prices the
+# survivors once (issue 30's third point). This set may only shrink: the test fails on a new forward import
+# and on an entry that no longer happens.
+KNOWN_FORWARD = {
+    ("planner.search.candidates", "planner.economics.cost"): "a candidate carries its hourly price",
+    ("planner.search.inference", "planner.economics.cost"): "serving ranks on $/h and $/1M tokens",
+    ("planner.search.training", "planner.economics.cost"): "training ranks on the run's cost",
+    ("planner.search.training", "planner.economics.provisioned"): "run cost includes provisioned storage",
+    ("planner.search.training", "planner.economics.purchase"): "run cost per purchase option",
+    ("planner.search.training", "planner.economics.storage"): "run cost includes checkpoint storage",
+    ("planner.search.plans", "planner.economics.buying"): "the plan's purchase table",
+    ("planner.search.plans", "planner.economics.cost"): "the chosen price and its vintage notes",
+    ("planner.search.plans", "planner.economics.managed"): "the managed-API comparison on the plan",
+    ("planner.search.plans", "planner.economics.ownership"): "the rent-vs-buy line on the plan",
+    ("planner.search.plans", "planner.economics.provisioned"): "the plan's provisioned cost",
+    ("planner.search.plans", "planner.economics.storage"): "the training plan's storage refusal",
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_module(dotted: str) -> bool:
+    base = ROOT.joinpath(*dotted.split("."))
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def imported(source: str, importer: str = "planner.x") -> set[str]:
+    """Every module `source` imports: `from planner.search import training` names planner.search.training."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{importer}: relative import; planner/ spells every import in full"
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names if _is_module(f"{node.module}.{a.name}"))
+    return found
+
+
+def stage_of(module: str) -> int | None:
+    """The stage's place in the chain; None for the front door (planner/__init__.py) and planner.data."""
+    parts = module.split(".")
+    if parts[0] != "planner" or len(parts) < 2 or parts[1] not in STAGES:
+        return None
+    return STAGES.index(parts[1])
+
+
+def planner_modules() -> dict[str, set[str]]:
+    return {module_name(p): imported(p.read_text(), module_name(p)) for p in sorted(PLANNER.rglob("*.py"))}
+
+
+def backward_violations(modules: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """(importer, imported) pairs where a stage reaches a later stage or the front door."""
+    bad = set()
+    for importer, targets in modules.items():
+        own = stage_of(importer)
+        if own is None:
+            continue  # the front door runs the whole chain
+        for target in targets:
+            if target == "planner" or (target.startswith("planner.") and stage_of(target) is None
+                                       and not target.startswith("planner.data")):
+                bad.add((importer, target))
+            elif (later := stage_of(target)) is not None and later > own:
+                bad.add((importer, target))
+    return bad
+
+
+def test_every_planner_module_sits_in_a_stage():
+    assert sorted(p.name for p in PLANNER.glob("*.py")) == ["__init__.py"]
+    packages = sorted(p.name for p in PLANNER.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert packages == sorted((*STAGES, "data"))
+
+
+def test_imports_run_backwards_along_the_chain():
+    found = backward_violations(planner_modules())
+    assert found - set(KNOWN_FORWARD) == set(), "a stage imports a later stage"
+    assert set(KNOWN_FORWARD) - found == set(), "fixed: drop these from KNOWN_FORWARD"
+
+
+@pytest.mark.parametrize("source, verdict", [
+    ("from planner.report.noise import readable", {("planner.physics.memory", "planner.report.noise")}),
+    ("def f():\n    from planner.economics import cost", {("planner.physics.memory", "planner.economics"),
+                                                      ("planner.physics.memory", "planner.economics.cost")}),
+    ("from planner import plan_workloads", {("planner.physics.memory", "planner")}),
+    ("from planner.hardware.catalog import Catalog\nfrom planner.physics import efficiency", set()),
+])
+def test_the_check_sees_a_forward_import_even_inside_a_function(source, verdict):
+    assert backward_violations({"planner.physics.memory": imported(source)}) == verdict
+
+
+def test_planner_never_imports_aws_pulumi_or_the_apps():
+    reached = {(m, t) for m, targets in planner_modules().items() for t in targets if t.split(".")[0] in OUTSIDE}
+    assert reached == set()
+
+
+def test_components_and_policies_read_one_tag_protocol():
+    for package in ("components", "policies"):
+        users = {module_name(p) for p in (ROOT / package).rglob("*.py")
+                 if "planner.report.tags" in imported(p.read_text(), module_name(p))}
+        assert users, f"{package}/ no longer imports planner.report.tags"
