@@ -32,6 +32,8 @@ KNOWN_FORWARD = {
     ("planner.search.plans", "planner.economics.ownership"): "the rent-vs-buy line on the plan",
     ("planner.search.plans", "planner.economics.provisioned"): "the plan's provisioned cost",
     ("planner.search.plans", "planner.economics.storage"): "the training plan's storage refusal",
+    ("planner.search.plans", "planner.economics.price_rule"): "candidates ranked under the one price rule",
+    ("planner.search.frontier", "planner.economics.price_rule"): "the frontier ranks under the same rule",
 }
 
 
