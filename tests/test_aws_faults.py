@@ -95,8 +95,10 @@ def test_preflight_reports_each_check_on_its_own(aws_env, monkeypatch, tmp_path,
     spec = tmp_path / "w.yaml"
     spec.write_text(yaml.safe_dump({"workloads": [{"name": "train", "kind": "training", "model": {"preset": "llama-3-8b"},
                                                    "training": {"tokens": 1e9, "sequence_length": 2048},
-                                                   # one node (96 vCPUs, the stubbed quota): at the `likely`
-                                                   # memory edge (issue 25) the 8B run takes two
+                                                   # one node (96 vCPUs, the stubbed quota), pinned: at the
+                                                   # `likely` memory edge (issue 25), and on the merged model
+                                                   # even at the estimate, the 8B run takes two
+                                                   "layout": {"nodes": 1},
                                                    "constraints": {"instance_types": ["p4d.24xlarge"],
                                                                    "confidence": "expected"}}]}))
     result = runner.invoke(app, ["preflight", str(spec)])

@@ -53,9 +53,9 @@ def test_deepseek_r1_across_p5_nodes_uses_expert_parallelism_not_pipeline_stages
     assert layout_text(plan).startswith("TP 8 × PP 1 × EP 16, 1 replica(s)")
     assert layout_text(pp).startswith("TP 8 × PP 2, 1 replica(s)")
     # PP's two stages take turns each decode step; EP's two nodes read their halves of the experts at once
-    # (figures from the issue-25 refit's constants: HBM bandwidth share 0.78, comm overlap 0.75)
-    assert plan.performance.inter_token_latency_s == pytest.approx(0.03713, rel=1e-3)
-    assert pp.performance.inter_token_latency_s == pytest.approx(0.04459, rel=1e-3)
+    # (figures from the refit constants with the per-step decode cost: framework overhead + TP barrier skew)
+    assert plan.performance.inter_token_latency_s == pytest.approx(0.03818, rel=1e-3)
+    assert pp.performance.inter_token_latency_s == pytest.approx(0.04560, rel=1e-3)
 
 
 def test_all_to_all_cost_by_hand():
@@ -108,19 +108,21 @@ def test_expected_tokens_per_step_follows_leviathan_eq_1():
 
 
 def test_a_draft_model_shortens_inter_token_latency_at_batch_one_by_hand():
-    """One sequence: no other prefills share the step, so ITL = (target pass over 5 positions + 4 draft
-    steps) / 3.36 tokens. 10.9 ms plain, 6.1 ms speculated (1.8×, inside Leviathan's and Chen's 1.9-3.4×
-    band for larger draft/target gaps)."""
+    """One sequence: no other prefills share the step, so ITL = (target pass over 5 positions, its TP
+    all-reduces and its fixed per-step cost + 4 draft steps, each with its own per-step cost) / 3.36
+    tokens. 13.8 ms plain, 10.2 ms speculated (1.35×: the per-step framework cost and TP barrier skew
+    are paid by every draft step too, so the gain sits below Leviathan's and Chen's 1.9-3.4×)."""
     plain, fast = _chat_70b(1, False), _chat_70b(1, True)
     p = presets()
     h100 = bundled().accelerator("H100-80GB")
     target = decode_step(p["llama-3.1-70b"], h100, "bf16", "fp16", 8, 1, 1, 1024 + 128)
     draft = decode_step(p["llama-3.1-8b"], h100, "bf16", "fp16", 8, 1, 1, 1024 + 128)
-    by_hand = (max(target.memory_s, 5 * target.compute_s) + target.communication_s + 4 * draft.seconds) / 3.3616
+    by_hand = (max(target.memory_s, 5 * target.compute_s) + target.communication_s + target.overhead_s
+               + 4 * draft.seconds) / 3.3616
     assert fast.performance.inter_token_latency_s == pytest.approx(by_hand, rel=1e-4)
-    # figures from the issue-25 refit's constants (HBM bandwidth share 0.78); the by-hand formula above is unchanged
-    assert plain.performance.inter_token_latency_s == pytest.approx(0.010861, rel=1e-3)
-    assert fast.performance.inter_token_latency_s == pytest.approx(0.006099, rel=1e-3)
+    # figures from the refit constants with the per-step decode cost (efficiency.decode_overhead_s)
+    assert plain.performance.inter_token_latency_s == pytest.approx(0.013763, rel=1e-3)
+    assert fast.performance.inter_token_latency_s == pytest.approx(0.010220, rel=1e-3)
     # the draft's weights sit on every device beside the target's: 16 GB of 8B bf16 over TP 8
     assert fast.memory.per_device_bytes["weights"] - plain.memory.per_device_bytes["weights"] == \
         pytest.approx(presets()["llama-3.1-8b"].params * 2 / 8, rel=0.02)
@@ -128,10 +130,11 @@ def test_a_draft_model_shortens_inter_token_latency_at_batch_one_by_hand():
 
 def test_speculation_gains_shrink_as_the_batch_fills_the_compute():
     """The verify pass computes k+1 positions per sequence: free while memory-bound, paid once the batch
-    makes the step compute-bound (vLLM's measured slowdown at high load)."""
+    makes the step compute-bound (vLLM's measured slowdown at high load). At batch 1 the gain is ~1.35×
+    (each draft step pays the fixed per-step decode cost); at 128 sequences speculation no longer pays."""
     gains = [_chat_70b(c, False).performance.inter_token_latency_s / _chat_70b(c, True).performance.inter_token_latency_s
              for c in (1, 16, 64, 128)]
-    assert gains == sorted(gains, reverse=True) and gains[0] > 1.75 and gains[-1] < 1.1
+    assert gains == sorted(gains, reverse=True) and gains[0] > 1.3 and gains[-1] < 1.1
 
 
 def test_a_draft_with_another_vocabulary_is_refused(tmp_path):

@@ -38,10 +38,11 @@ def test_price_source_is_printed_once_per_plan():
     md = invoke("plan", EXAMPLES, "--format", "markdown").output
     for workload in ("chat-8b", "chat-70b", "finetune-7b-qlora", "pretrain-70b"):
         # the plan's own price source, read from its price line: chat-8b's plan moved with the issue-25 refit and
-        # the `likely` edge to g7e.2xlarge, priced from g7e\_instances.js rather than gpu\_instances\_raw.json
+        # the `likely` edge to g7e.2xlarge, priced from g7e\_instances.js rather than gpu\_instances\_raw.json;
+        # under the one price rule chat-70b's SageMaker p5.48xlarge is priced from fmbench's pricing.yml
         section = _section(md, workload)
         [price_line] = [x for x in section.splitlines() if x.startswith("- price ")]
-        source = re.search(r"data/(\S+\.js(?:on)?)", price_line).group(1)
+        source = re.search(r"(\S+\.(?:js|json|yml|yaml)) @", price_line).group(1)
         # rejections may cite the snapshot that has no price for a type (p5e: its no_price_reason)
         assert section.split("<details>")[0].count(source) == 1, (workload, source)
     assert "price is an estimate: estimated: EC2 on-demand price × 1.250" in _section(md, "chat-8b")
@@ -59,8 +60,8 @@ def test_commitments_that_dwarf_a_short_run_are_hidden_unless_asked():
     rows = [x for x in md.splitlines() if x.startswith("| ") and "/run |" in x and "price 2025" in x]
     assert [r.split(" | ")[0] for r in rows] == ["| spot", "| ★ on-demand"]
     every = invoke("plan", EXAMPLES, "--format", "markdown", "--workload", "finetune-7b-qlora", "--all-options").output
-    # $1.77 (was $1.75): the same g6e.xlarge, its run hours re-estimated by the issue-25 refit
-    assert "$1.77/run of $21,128 committed" in every and "hidden" not in every
+    # $1.84 (was $1.75, then $1.77): the same g6e.xlarge, its run hours re-estimated by the refits
+    assert "$1.84/run of $21,128 committed" in every and "hidden" not in every
     # JSON lists every option: it is for machines
     assert invoke("plan", EXAMPLES, "--format", "json", "--workload", "finetune-7b-qlora").output.count(
         '"commitment_years": 3') == 2

@@ -115,8 +115,9 @@ def test_memory_headroom_config_is_a_floor():
     resources = stack(expected=True)
     assert mandatory(resources, {"accelerator-memory-fits": {"minHeadroom": 0.05}}) == []
     found = {r: m for p, r, m in mandatory(resources, {"accelerator-memory-fits": {"minHeadroom": 0.75}})}
-    # chat-70b at the expected estimate is ml.p4d.24xlarge (40 GiB A100s) since issue 27's one price rule
-    assert "10.0 GiB usable after 75% headroom" in found["chat-70b-config"]
+    # chat-70b at the expected estimate is ml.p4de.24xlarge (80 GiB A100s) since the per-step serving costs: one
+    # p4d.24xlarge makes 936 output tokens/s, short of the 1,000 target, and two rank above one p4de
+    assert "20.0 GiB usable after 75% headroom" in found["chat-70b-config"]
 
 
 # The probes that passed before (issue 12), each on the 70B endpoint moved to ml.g5.48xlarge with the
@@ -176,7 +177,7 @@ def test_the_memory_rule_sizes_from_the_engine_not_the_tags():
     model["OPTION_MAX_ROLLING_BATCH_SIZE"] = "64"
     found = [m for p, _, m in mandatory(resources) if p == "accelerator-memory-fits"]
     assert any("says ctx=8192 but the engine's context is 131072" in m for m in found)
-    assert any(m.startswith("ml.p4d.24xlarge has 40.0 GiB per A100-40GB (36.0 GiB usable") for m in found), found
+    assert any(m.startswith("ml.p4de.24xlarge has 80.0 GiB per A100-80GB (72.0 GiB usable") for m in found), found
 
 
 @pytest.mark.parametrize("where, instance_type, expected", [
@@ -277,8 +278,9 @@ def test_a_group_outside_the_cluster_placement_group_blocks():
     group.dependencies.pop("placementGroup", None)
     named(resources, "pretrain-70b-lt").props.pop("placement")
     found = [m for p, _, m in mandatory(resources) if p == "multi-node-training-network"]
-    # 32 nodes: the plan since issue 25's refit (p4d × 32 at the expected estimate)
-    assert found == ["pretrain-70b-nodes: 32 training nodes outside a cluster placement group (placementGroup unset); "
+    # 24 nodes: the plan since the training search chooses pipeline schedules (p4d × 24, TP 4 × PP 16 × DP 3,
+    # at the expected estimate)
+    assert found == ["pretrain-70b-nodes: 24 training nodes outside a cluster placement group (placementGroup unset); "
                      "EFA collectives need the nodes on one network spine"]
     # through the pack: the engine's property dependencies link the group to the placement group
     assert validate_stack("multi-node-training-network", stack(expected=True)) == []
@@ -438,8 +440,9 @@ def test_whole_pack_blocks_tp16_on_8_gpu_nodes():
     blocked = mandatory(resources)
     assert ("tensor-parallel-within-node", "pretrain-70b-lt") in [(p, r) for p, r, _ in blocked]
     # the nodes' user data still exports the planned TP, and the memory rule says so
-    # the planned TP is 8 since issue 25's refit (p4d.24xlarge, TP 8 × PP 8)
-    assert any("says tp=16 but the nodes' user data exports 8" in m for _, _, m in blocked), blocked
+    # the planned TP is 4 since the training search chooses pipeline schedules
+    # (p4d.24xlarge × 24, TP 4 × PP 16 × DP 3)
+    assert any("says tp=16 but the nodes' user data exports 4" in m for _, _, m in blocked), blocked
 
 
 def test_levels_from_config():

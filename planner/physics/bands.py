@@ -83,7 +83,9 @@ def memory_fit_factor(platform: str, confidence: str) -> float:
 
 def slow_factor(platform: str, metric: str, confidence: str) -> float:
     """Multiplier on a predicted time (or divisor of a throughput) at the band's slow edge:
-    1 for `expected`; for `likely`, 1/q10 of a throughput class or q90 of a latency class."""
+    1 for `expected`; for `likely`, 1/q10 of a throughput class or q90 of a latency class, never below
+    1 (as memory_fit_factor): a class whose runs all beat the estimate (neuron ITL's q90 < 1) must not
+    let `likely` pass a target that the estimate itself misses."""
     if confidence == "expected":
         return 1.0
     if metric == "training":
@@ -91,4 +93,4 @@ def slow_factor(platform: str, metric: str, confidence: str) -> float:
     q = ratio_quantiles(platform, metric)
     if q is None:
         return 1.0
-    return q[1] if metric in ("TTFT", "ITL") else 1 / q[0]
+    return max(1.0, q[1] if metric in ("TTFT", "ITL") else 1 / q[0])

@@ -44,14 +44,19 @@ def axes_of(c: Candidate, w: Workload) -> tuple[float, ...]:
     return cost, w.training.tokens / c.perf.tokens_per_s
 
 
-def non_dominated(pool: list[Candidate], w: Workload) -> list[Candidate]:
+def _key(c: Candidate) -> tuple:
+    return c.itype.name, c.nodes, c.tp, c.pp, c.dp
+
+
+def non_dominated(pool: list[Candidate], w: Workload, chosen_key: tuple | None = None) -> list[Candidate]:
     """Sweep cheapest first (ties by the planner's rank key): a point stays unless an already kept,
     no costlier point is no worse on every latency axis. Among equal costs the planner's tie-break
-    decides, so the chosen plan is always on the frontier."""
+    decides, so the chosen plan is on the frontier; it is kept even where a layout the training search's
+    node patience passed over beats it (as corrected_points keeps it)."""
     kept: list[tuple[tuple[float, ...], Candidate]] = []
     for cand in sorted(pool, key=lambda c: c.rank_key):
         point = axes_of(cand, w)
-        if any(all(k <= p for k, p in zip(keep[1:], point[1:])) for keep, _ in kept):
+        if any(all(k <= p for k, p in zip(keep[1:], point[1:])) for keep, _ in kept) and _key(cand) != chosen_key:
             continue
         kept.append((point, cand))
     return [cand for _, cand in kept]
@@ -98,11 +103,11 @@ def frontier(w: Workload, catalog: Catalog, correct: Callable[[Plan], Plan] | No
     pool: list[Candidate] = []
     search_types(relaxed(w), catalog, target, pool)
     rank_on_one_rule(pool, catalog, w.constraints.region, target)
-    points = non_dominated(pool, w)
-    # The relaxed pool holds every layout the constrained search could choose, and nothing no costlier
-    # beats the chosen plan on latency (it would meet the targets and be chosen), so it is a point.
-    keys = [(c.itype.name, c.nodes, c.tp, c.pp, c.dp) for c in points]
-    chosen_key = (chosen.itype.name, chosen.nodes, chosen.tp, chosen.pp, chosen.dp)
+    # The relaxed pool holds every layout the constrained search could choose; it is kept as a point even
+    # where the pool holds a no costlier, no slower layout (training's node patience can pass one over).
+    chosen_key = _key(chosen)
+    points = non_dominated(pool, w, chosen_key)
+    keys = [_key(c) for c in points]
     if correct is None:
         plans, index = [build_plan(w, c, catalog, target, [], {}, []) for c in points], keys.index(chosen_key)
     else:
