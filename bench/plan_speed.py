@@ -28,6 +28,7 @@ from planner.catalog import Catalog, bundled  # noqa: E402
 from planner.errors import InfeasibleError  # noqa: E402
 from planner.frontier import frontier  # noqa: E402
 from planner.search import plan_workload  # noqa: E402
+from planner.search_tables import clear_search_tables  # noqa: E402
 from planner.spec import parse_workloads  # noqa: E402
 
 SERVING_70B = {"name": "serve-70b", "kind": "inference", "model": {"preset": "llama-3.1-70b"},
@@ -43,8 +44,11 @@ def _workload(spec: dict, max_nodes: int):
 
 
 def _time(fn, repeats: int) -> float:
+    """Median seconds of a cold search: the training search's memory and layout tables are emptied before
+    each run (a process plans once; without this every repeat would reuse the first one's physics)."""
     samples = []
     for _ in range(repeats):
+        clear_search_tables()
         start = time.perf_counter()
         fn()
         samples.append(time.perf_counter() - start)

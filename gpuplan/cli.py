@@ -112,7 +112,7 @@ def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--w
     """Plan each workload: instance type, node count, layout, memory, performance and cost."""
     from gpuplan.check import check_tags, validate_deployments
     from planner import load_workloads, plan_workloads
-    from planner.report import render_json, render_markdown, render_table
+    from planner.report import render_markdown, render_table
     from planner.summary_report import render_summary
 
     def build():
@@ -131,7 +131,11 @@ def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--w
     if format != PlanFormat.json and not all_options:
         from planner.noise import readable
         plans = readable(plans)
-    render = {PlanFormat.json: render_json, PlanFormat.markdown: render_markdown, PlanFormat.table: render_table,
+    if format == PlanFormat.json:  # plan by plan, the bytes render_json gives (5,000 plans are ~76 MB)
+        from planner.json_stream import write_json
+
+        return write_json(plans, sys.stdout)
+    render = {PlanFormat.markdown: render_markdown, PlanFormat.table: render_table,
               PlanFormat.summary: render_summary}[format]
     sys.stdout.write(render(plans))
 

@@ -76,20 +76,28 @@ def plan_workloads(spec: WorkloadFile, catalog_path: str | Path | None = None, r
     """Plan every workload (or the one named `only`); the spec's `catalog:` applies unless overridden.
     Workloads that differ only in name share one search (a fleet of identical endpoints is common);
     `progress(done, total)` is told after each."""
+    from planner.parallel_plans import plan_each
     from planner.plan import PlanSet
     from planner.search import plan_workload
 
     path, catalog, workloads = _selected(spec, catalog_path, region, only)
     plans: list[Plan] = []
     searched: dict[tuple[str, str], Plan] = _shared if _shared is not None else {}
-    for w in workloads:
-        shape = (str(path), w.model_dump_json(exclude={"name"}))
-        if shape in searched:
+    shapes = [(str(path), w.model_dump_json(exclude={"name"})) for w in workloads]
+    todo: dict[tuple[str, str], Workload] = {}
+    for w, shape in zip(workloads, shapes):
+        if shape not in searched:
+            todo.setdefault(shape, w)
+    results = plan_each(list(todo.values()), catalog, plan_workload)  # in first-seen order, on every core
+    try:
+        for w, shape in zip(workloads, shapes):
+            if shape not in searched:
+                searched[shape] = next(results)
             plans.append(searched[shape].model_copy(update={"workload": w.name}))
-        else:
-            plans.append(searched.setdefault(shape, plan_workload(w, catalog)).model_copy(update={"workload": w.name}))
-        if progress is not None:
-            progress(len(plans), len(workloads))
+            if progress is not None:
+                progress(len(plans), len(workloads))
+    finally:
+        results.close()
     return PlanSet(plans=plans, catalog=str(path) if path else "bundled")
 
 

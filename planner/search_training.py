@@ -11,9 +11,11 @@ from planner.candidates import Candidate, Miss, memory_miss, pinned_tp_miss, ten
 from planner.catalog import Accelerator, InstanceType
 from planner.cost import HourlyPrice
 from planner.memory import TrainingSetup, training_memory
+from planner.search_tables import fit_table, memory_table
 from planner.provisioned import fsx_usd_per_hour, root_volumes_usd_per_hour
-from planner.purchase import RunQuote, interruptions_per_month, training_quote
-from planner.storage import FSX_MAX_GIB, StoragePlan, plan_storage, storage_refusal
+from planner.purchase import COMMITMENT_YEARS, RunQuote, interruptions_per_month, training_quote
+from planner.storage import (FSX_MAX_GIB, S3_MB_S_PER_NODE, StoragePlan, plan_storage, storage_rates,
+                             storage_refusal)
 from planner.training_time import (VIRTUAL_PIPELINE_STAGES, TrainingLayout, model_flops_per_token, training_step,
                                    training_work)
 from planner.units import compute_precision
@@ -59,6 +61,30 @@ def run_storage(w: Workload, tokens_per_s: float, nodes: int) -> StoragePlan:
                         max_checkpoint_share=t.max_checkpoint_share, region=w.constraints.region)
 
 
+def unpriced_verdict(w: Workload, arch, book: dict[str, HourlyPrice], nodes: int, train_s: float,
+                     tokens_per_s: float, best_usd: float, slow: float) -> str | None:
+    """What pricing a layout would conclude, when that is sure without pricing it: "worse" (it meets the
+    deadline but cannot beat `best_usd`, the best rank key's cost) or "late" (it misses the deadline);
+    None when it must be priced. Every option's run costs at least the cheapest $/h × nodes × train_s (spot
+    and capacity blocks only add time or whole days; storage adds cost), and on-demand or a commitment
+    always quotes (never refused) at exactly train_s, so the fastest quote takes train_s. Storage is
+    refused only on FSx, so a run that streams from S3 needs no sizing."""
+    if not any(p == "on-demand" or p in COMMITMENT_YEARS for p in book):
+        return None
+    floor_usd = min(price.usd_per_hour for price in book.values()) * nodes * train_s / 3600 * (1 - 1e-9)
+    if float(f"{floor_usd:.3g}") <= best_usd:
+        return None
+    t = w.training
+    *_, per_node_mb_s = storage_rates(arch, method=t.method, precision=w.precision, optimizer=t.optimizer,
+                                      lora_rank=t.lora_rank, tokens=t.tokens, tokens_per_s=tokens_per_s, nodes=nodes,
+                                      dataset_format=t.dataset_format,
+                                      checkpoint_interval_s=t.checkpoint_interval_minutes * 60,
+                                      max_checkpoint_share=t.max_checkpoint_share)
+    if per_node_mb_s > S3_MB_S_PER_NODE:
+        return None
+    return "worse" if not t.deadline_hours or train_s * slow <= t.deadline_hours * 3600 else "late"
+
+
 def run_storage_usd_per_hour(w: Workload, storage: StoragePlan, mem, devices_per_node: int, nodes: int) -> float:
     """What the run provisions beside its instances, per hour (planner/provisioned.py): a gp3 root volume
     per node, and FSx for Lustre with its backups when S3 streaming cannot carry the run."""
@@ -70,9 +96,10 @@ def run_storage_usd_per_hour(w: Workload, storage: StoragePlan, mem, devices_per
 
 
 def run_quotes(w: Workload, book: dict[str, HourlyPrice], nodes: int, train_s: float,
-               tokens_per_s: float) -> dict[str, RunQuote | str]:
-    """Each option's way to buy this run, or why it cannot."""
-    storage = run_storage(w, tokens_per_s, nodes)
+               tokens_per_s: float, storage: StoragePlan | None = None) -> dict[str, RunQuote | str]:
+    """Each option's way to buy this run, or why it cannot; `storage` when the caller already planned it
+    (the search plans each surviving candidate's storage once, for the refusal and the quotes alike)."""
+    storage = storage or run_storage(w, tokens_per_s, nodes)
     refused = storage_refusal(storage)
     if refused:
         return {purchase: refused for purchase in book}
@@ -131,11 +158,19 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
     if pins.nodes and pins.nodes > c.max_nodes:
         return Miss(f"layout.nodes {pins.nodes} is over constraints.max_nodes {c.max_nodes} (the node cap; raise it, up to 4096)")
     best: Candidate | None = None
+    best_usd: float | None = None  # best.rank_key[0]
     miss: Miss | None = None
+
+    sized = memory_table(arch, setup, flash, neuron)
+    fits = fit_table(arch, setup, w.precision, seqs, itype, accel, usable)
 
     def memory(tp, pp, dp, zero, mb, ck):
         m = math.ceil(seqs / (dp * mb))
-        return m, training_memory(arch, setup, tp, pp, dp, zero, mb, m, ck, flash, VIRTUAL_PIPELINE_STAGES, neuron)
+        key = (tp, pp, dp, zero, mb, m, ck)
+        if (mem := sized.get(key)) is None:
+            mem = sized[key] = training_memory(arch, setup, tp, pp, dp, zero, mb, m, ck, flash,
+                                               VIRTUAL_PIPELINE_STAGES, neuron)
+        return m, mem
 
     for tp in tps:
         for pp in pps:
@@ -157,21 +192,31 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
                     break
                 _, lean = memory(tp, pp, dp, max(zeros), min(mbs), ckpts[-1])
                 if lean.total > usable:
-                    miss = memory_miss(itype, accel, usable, lean.total,
-                                       f"at {nodes} node(s), TP {tp} × PP {pp} × DP {dp}, ZeRO-{max(zeros)}, "
-                                       f"micro-batch {min(mbs)}, {ckpts[-1]} recompute").nearer(miss)
+                    if best is None:  # a miss is only reported when nothing fits (then best stays None)
+                        miss = memory_miss(itype, accel, usable, lean.total,
+                                           f"at {nodes} node(s), TP {tp} × PP {pp} × DP {dp}, ZeRO-{max(zeros)}, "
+                                           f"micro-batch {min(mbs)}, {ckpts[-1]} recompute").nearer(miss)
                     continue
-                found = _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs,
-                                     ckpts, zeros, mbs, memory)
+                fit_key = (tp, pp, dp, ckpts, zeros, mbs)
+                if fit_key in fits:
+                    found = fits[fit_key]
+                else:
+                    found = fits[fit_key] = _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp,
+                                                         seqs, ckpts, zeros, mbs, memory)
                 if found is None:
                     continue
                 layout, mem, est = found
                 time_to_train_s = t.tokens / est.tokens_per_s
+                verdict = None if best_usd is None or collect is not None else unpriced_verdict(
+                    w, arch, book, nodes, time_to_train_s, est.tokens_per_s, best_usd, slow)
+                if verdict is not None:  # what its pricing would conclude (it cannot be the best)
+                    worse_in_a_row += verdict == "worse"
+                    continue
                 storage = run_storage(w, est.tokens_per_s, nodes)
                 if refused := storage_refusal(storage):
                     miss = Miss(refused, storage.fsx.storage_capacity_gib / FSX_MAX_GIB, stage=2).nearer(miss)
                     continue
-                priced = run_quotes(w, book, nodes, time_to_train_s, est.tokens_per_s).values()
+                priced = run_quotes(w, book, nodes, time_to_train_s, est.tokens_per_s, storage).values()
                 quotes = sorted((q for q in priced if not isinstance(q, str)), key=lambda q: (q.usd_per_run, q.wall_s))
                 if not quotes:
                     miss = Miss("; ".join(priced), stage=2).nearer(miss)
@@ -194,7 +239,7 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
                 improved = best is None or cand.rank_key < best.rank_key
                 worse_in_a_row = 0 if improved else worse_in_a_row + 1
                 if improved:
-                    best = cand
+                    best, best_usd = cand, cand.rank_key[0]
                 if collect is not None:
                     collect.append(cand)
     if best is not None:

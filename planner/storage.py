@@ -101,16 +101,28 @@ def size_fsx(region: str, needed_mb_s: float, needed_bytes: float) -> FsxSizing:
     return best
 
 
-def plan_storage(arch: Architecture, *, method: str, precision: str, optimizer: str, lora_rank: int,
-                 tokens: float, tokens_per_s: float, nodes: int, dataset_format: str,
-                 checkpoint_interval_s: float, max_checkpoint_share: float, region: str) -> StoragePlan:
-    """Throughputs from the run, then S3 if every node's share fits S3 streaming, else FSx for Lustre."""
+def storage_rates(arch: Architecture, *, method: str, precision: str, optimizer: str, lora_rank: int,
+                  tokens: float, tokens_per_s: float, nodes: int, dataset_format: str, checkpoint_interval_s: float,
+                  max_checkpoint_share: float) -> tuple[float, float, float, float, float]:
+    """(dataset bytes, checkpoint bytes, read MB/s, write MB/s, MB/s per node): a run whose per-node share
+    is within S3_MB_S_PER_NODE streams from S3, and then no file system needs sizing (the search asks this
+    of every layout it cannot pick, plan_storage of those it prices)."""
     per_token = dataset_bytes_per_token(dataset_format, arch.vocab_size)
     dataset = tokens * per_token
     ckpt = checkpoint_bytes(arch, method, precision, optimizer, lora_rank)
     read_mb_s = tokens_per_s * per_token / 1e6
     write_mb_s = ckpt / (max_checkpoint_share * checkpoint_interval_s) / 1e6
-    per_node = max(read_mb_s, write_mb_s) / nodes
+    return dataset, ckpt, read_mb_s, write_mb_s, max(read_mb_s, write_mb_s) / nodes
+
+
+def plan_storage(arch: Architecture, *, method: str, precision: str, optimizer: str, lora_rank: int,
+                 tokens: float, tokens_per_s: float, nodes: int, dataset_format: str,
+                 checkpoint_interval_s: float, max_checkpoint_share: float, region: str) -> StoragePlan:
+    """Throughputs from the run, then S3 if every node's share fits S3 streaming, else FSx for Lustre."""
+    dataset, ckpt, read_mb_s, write_mb_s, per_node = storage_rates(
+        arch, method=method, precision=precision, optimizer=optimizer, lora_rank=lora_rank, tokens=tokens,
+        tokens_per_s=tokens_per_s, nodes=nodes, dataset_format=dataset_format,
+        checkpoint_interval_s=checkpoint_interval_s, max_checkpoint_share=max_checkpoint_share)
     fsx = size_fsx(region, max(read_mb_s, write_mb_s), dataset + CHECKPOINTS_KEPT * ckpt)
     if per_node <= S3_MB_S_PER_NODE:
         bandwidth = S3_MB_S_PER_NODE * nodes

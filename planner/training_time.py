@@ -126,8 +126,11 @@ def _data_parallel_s(work: TrainingWork, itype: InstanceType, accel: Accelerator
     grads = work.trainable_params * work.grad_bytes / shard
     updated = work.trainable_params * work.updated_param_bytes / shard
     gathered = work.gathered_weight_bytes / shard
-    per_microbatch = {2: coll(grads, 1), 3: 2 * coll(gathered, 1) + coll(grads, 1)}.get(layout.zero, 0.0)
-    per_step = {0: coll(grads, 2), 1: coll(grads, 1) + coll(updated, 1), 2: coll(updated, 1)}.get(layout.zero, 0.0)
+    # only the chosen stage's collectives are timed (the search times thousands of layouts)
+    per_microbatch = {2: lambda: coll(grads, 1), 3: lambda: 2 * coll(gathered, 1) + coll(grads, 1)}.get(
+        layout.zero, lambda: 0.0)()
+    per_step = {0: lambda: coll(grads, 2), 1: lambda: coll(grads, 1) + coll(updated, 1),
+                2: lambda: coll(updated, 1)}.get(layout.zero, lambda: 0.0)()
     compute_per_microbatch = compute_s / m
     exposed = m * max(0.0, per_microbatch - efficiency.COMM_OVERLAP * compute_per_microbatch)
     exposed += max(0.0, per_step - efficiency.COMM_OVERLAP * compute_per_microbatch * 2 / 3)

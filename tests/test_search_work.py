@@ -1,0 +1,129 @@
+"""The training search does each piece of work once (issue 29): a layout's memory is sized once per
+search (it depends on the model and the layout, not on the instance type), and a surviving candidate's
+storage and purchase options are priced once, not once for the storage check and again for the quotes."""
+
+from __future__ import annotations
+
+import planner.search_training as st
+from planner.catalog import bundled
+from planner.search import plan_workload
+from planner.search_tables import clear_search_tables
+from planner.spec import parse_workloads
+
+TRAINING_405B = {"name": "train-405b", "kind": "training", "model": {"preset": "llama-3.1-405b"},
+                 "training": {"tokens": 1.0e12, "sequence_length": 8192, "global_batch_tokens": 1.6e7,
+                              "deadline_hours": 2160}, "constraints": {"max_nodes": 512}}
+
+
+def _workload(spec: dict = TRAINING_405B):
+    return parse_workloads({"workloads": [spec]}, "t.yaml").workloads[0]
+
+
+def test_each_layout_memory_is_sized_once_across_the_catalog(monkeypatch):
+    clear_search_tables()
+    sized: list[tuple] = []
+    real = st.training_memory
+
+    def counted(arch, setup, *layout):
+        sized.append(layout)
+        return real(arch, setup, *layout)
+
+    monkeypatch.setattr(st, "training_memory", counted)
+    plan = plan_workload(_workload(), bundled())
+    assert plan.choice.instance_type  # a real search ran
+    assert len(sized) > 1000
+    assert len(sized) == len(set(sized))
+
+
+def test_a_surviving_candidate_storage_is_planned_once(monkeypatch):
+    planned: list[tuple] = []
+    real = st.plan_storage
+
+    def counted(arch, **kwargs):
+        planned.append((kwargs["tokens_per_s"], kwargs["nodes"]))
+        return real(arch, **kwargs)
+
+    monkeypatch.setattr(st, "plan_storage", counted)
+    w = _workload()
+    catalog = bundled()
+    itype = catalog.instance("p6-b200.48xlarge")
+    sharded, device = catalog.sharded(itype)
+    from planner.cost import price_book, purchase_options
+
+    book = price_book(catalog, itype, w.constraints.region, "ec2", purchase_options(w.kind, "auto"))
+    found = st.best_training(w, sharded, device, book)
+    assert found.nodes >= 1 and len(planned) > 5
+    assert len(planned) == len(set(planned))
+
+
+def test_cached_memory_is_the_memory_the_formula_gives():
+    clear_search_tables()
+    w = _workload()
+    catalog = bundled()
+    fresh = plan_workload(w, catalog)
+    cached = plan_workload(w, catalog)  # every layout's memory now comes from the table
+    assert cached.memory.per_device_bytes == fresh.memory.per_device_bytes
+    assert cached.layout == fresh.layout and cached.cost.usd_per_training_run == fresh.cost.usd_per_training_run
+
+
+def test_frontier_times_each_layout_once_for_the_spec_and_its_deadline_free_twin(monkeypatch):
+    from planner.frontier import frontier
+
+    clear_search_tables()
+    timed: list[tuple] = []
+    real = st._fastest_fit
+
+    def counted(arch, itype, accel, w, setup, work, usable, tp, pp, dp, *rest):
+        timed.append((itype.name, tp, pp, dp))
+        return real(arch, itype, accel, w, setup, work, usable, tp, pp, dp, *rest)
+
+    monkeypatch.setattr(st, "_fastest_fit", counted)
+    found = frontier(_workload({**TRAINING_405B, "constraints": {"max_nodes": 128}}), bundled())
+    assert len(found.points) >= 2 and len(timed) > 100
+    assert len(timed) == len(set(timed))
+
+
+def _search_all(w, monkeypatch=None):
+    from planner.search import checked_target, search_types
+
+    clear_search_tables()
+    catalog = bundled()
+    feasible, misses = search_types(w, catalog, checked_target(w, catalog))
+    return ([(c.itype.name, c.nodes, c.tp, c.pp, c.dp, c.zero, c.micro_batch, c.checkpointing, c.purchase,
+              c.objective, c.wall_s) for c in feasible], {name: m.reason for name, m in misses.items()})
+
+
+SHAPES = [
+    TRAINING_405B,
+    {"name": "ft", "kind": "fine-tuning", "model": {"preset": "llama-3-8b"},
+     "training": {"method": "lora", "tokens": 2.0e8, "sequence_length": 4096, "deadline_hours": 6}},
+    {"name": "pre70", "kind": "training", "model": {"preset": "llama-3.1-70b"},
+     "training": {"tokens": 2.0e11, "sequence_length": 4096, "global_batch_tokens": 4.0e6, "deadline_hours": 500},
+     "constraints": {"max_nodes": 64}},
+    {"name": "spot-only", "kind": "training", "model": {"preset": "llama-3.1-70b"},
+     "training": {"tokens": 1.0e11, "sequence_length": 4096}, "constraints": {"max_nodes": 32, "purchase": "spot"}},
+]
+
+
+def test_layouts_left_unpriced_change_no_type_best_nor_any_reason(monkeypatch):
+    """Every type's best and every miss are those of pricing every layout."""
+    for spec in SHAPES:
+        w = _workload(spec)
+        skipping = _search_all(w)
+        with monkeypatch.context() as m:
+            m.setattr(st, "unpriced_verdict", lambda *a: None)
+            pricing_all = _search_all(w)
+        assert skipping == pricing_all, spec["name"]
+        assert skipping[0], spec["name"]
+
+
+def test_a_layout_that_cannot_win_is_left_unpriced(monkeypatch):
+    planned: list[int] = []
+    real = st.plan_storage
+    monkeypatch.setattr(st, "plan_storage", lambda arch, **kw: planned.append(kw["nodes"]) or real(arch, **kw))
+    _search_all(_workload(SHAPES[2]))
+    skipping = len(planned)
+    planned.clear()
+    monkeypatch.setattr(st, "unpriced_verdict", lambda *a: None)
+    _search_all(_workload(SHAPES[2]))
+    assert skipping < 0.7 * len(planned)  # 760 of 1,281 when written
