@@ -127,10 +127,14 @@ def _data_parallel_s(work: TrainingWork, itype: InstanceType, accel: Accelerator
     updated = work.trainable_params * work.updated_param_bytes / shard
     gathered = work.gathered_weight_bytes / shard
     # only the chosen stage's collectives are timed (the search times thousands of layouts)
-    per_microbatch = {2: lambda: coll(grads, 1), 3: lambda: 2 * coll(gathered, 1) + coll(grads, 1)}.get(
-        layout.zero, lambda: 0.0)()
-    per_step = {0: lambda: coll(grads, 2), 1: lambda: coll(grads, 1) + coll(updated, 1),
-                2: lambda: coll(updated, 1)}.get(layout.zero, lambda: 0.0)()
+    if layout.zero == 3:
+        per_microbatch, per_step = 2 * coll(gathered, 1) + coll(grads, 1), 0.0
+    elif layout.zero == 2:
+        per_microbatch, per_step = coll(grads, 1), coll(updated, 1)
+    elif layout.zero == 1:
+        per_microbatch, per_step = 0.0, coll(grads, 1) + coll(updated, 1)
+    else:
+        per_microbatch, per_step = 0.0, coll(grads, 2)
     compute_per_microbatch = compute_s / m
     exposed = m * max(0.0, per_microbatch - efficiency.COMM_OVERLAP * compute_per_microbatch)
     exposed += max(0.0, per_step - efficiency.COMM_OVERLAP * compute_per_microbatch * 2 / 3)
