@@ -159,10 +159,14 @@ def _dp_collectives_s(work: TrainingWork, itype: InstanceType, accel: Accelerato
     gathered = work.gathered_weight_bytes / shard
     # only the chosen stage's collectives are timed (the search times thousands of layouts);
     # ZeRO-3/FSDP gather and reduce-scatter layer by layer: one collective per layer of the stage
-    per_microbatch = {2: lambda: coll(grads, 1),
-                      3: lambda: 2 * coll(gathered, 1, layers) + coll(grads, 1, layers)}.get(layout.zero, lambda: 0.0)()
-    per_step = {0: lambda: coll(grads, 2), 1: lambda: coll(grads, 1) + coll(updated, 1),
-                2: lambda: coll(updated, 1)}.get(layout.zero, lambda: 0.0)()
+    if layout.zero == 3:
+        per_microbatch, per_step = 2 * coll(gathered, 1, layers) + coll(grads, 1, layers), 0.0
+    elif layout.zero == 2:
+        per_microbatch, per_step = coll(grads, 1), coll(updated, 1)
+    elif layout.zero == 1:
+        per_microbatch, per_step = 0.0, coll(grads, 1) + coll(updated, 1)
+    else:
+        per_microbatch, per_step = 0.0, coll(grads, 2)
     return per_microbatch, per_step
 
 

@@ -17,6 +17,7 @@ PARALLEL_FROM = 20
 WORKERS_ENV = "GPUPLAN_WORKERS"  # 1 plans in this process only
 
 _catalog = None  # the catalog the forked workers search (inherited, never pickled)
+_plan: Callable | None = None  # the search they run: plan_each's `plan`, as the serial path runs it
 
 
 def workers(searches: int) -> int:
@@ -41,10 +42,8 @@ def workers(searches: int) -> int:
 def _plan_one(w):
     """In a worker: the plan, or the planning error as (class, fields) (dataclass exceptions built from
     keywords do not survive pickling)."""
-    from planner.search.plans import plan_workload
-
     try:
-        return plan_workload(w, _catalog)
+        return _plan(w, _catalog)
     except (SpecError, InfeasibleError) as exc:
         return type(exc), {f.name: getattr(exc, f.name) for f in fields(exc)}
 
@@ -61,8 +60,8 @@ def plan_each(workloads: list, catalog, plan: Callable, done: Callable[[], None]
         return
     import multiprocessing
 
-    global _catalog
-    _catalog = catalog
+    global _catalog, _plan
+    _catalog, _plan = catalog, plan
     try:
         with multiprocessing.get_context("fork").Pool(count) as pool:
             for result in pool.imap(_plan_one, workloads, chunksize=1):
@@ -73,4 +72,4 @@ def plan_each(workloads: list, catalog, plan: Callable, done: Callable[[], None]
                 if done:
                     done()
     finally:
-        _catalog = None
+        _catalog, _plan = None, None
