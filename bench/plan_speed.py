@@ -26,8 +26,8 @@ import yaml  # noqa: E402
 
 from planner.hardware.catalog import Catalog, bundled  # noqa: E402
 from planner.workload.errors import InfeasibleError  # noqa: E402
-from planner.search.frontier import frontier  # noqa: E402
-from planner.search.plans import plan_workload  # noqa: E402
+from planner.pipeline import frontier  # noqa: E402
+from planner.pipeline import plan_workload  # noqa: E402
 from planner.search.tables import clear_search_tables  # noqa: E402
 from planner.workload.spec import parse_workloads  # noqa: E402
 
@@ -93,7 +93,7 @@ def main() -> None:
 
 
 def import_probe() -> None:
-    probe = subprocess.run([sys.executable, "-c", "import sys, gpuplan.cli, planner.search.plans, planner.report.markdown;"
+    probe = subprocess.run([sys.executable, "-c", "import sys, gpuplan.cli, planner.pipeline, planner.report.markdown;"
                             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pulumi','boto3','botocore','pulumi_aws')))"],
                            capture_output=True, text=True, check=True, cwd=ROOT, env=_ENV)
     print(f"pulumi/boto3 modules imported on the planning path: {probe.stdout.strip()}")

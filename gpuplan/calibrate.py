@@ -9,7 +9,7 @@ from planner.hardware import catalog as catalog_mod
 from planner.physics.calibration import Calibration, Evidence, fit_all
 from planner.workload.errors import InfeasibleError, SpecError
 from planner.workload.presets import preset_for_model_id, presets
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from planner.workload.spec import Workload
 
 from gpuplan.measurements import Measurement

@@ -244,7 +244,7 @@ def cost(head: Path = typer.Option(..., "--head", help="The changed workload YAM
         diff = costdiff.compare(before, after, str(base or f"{base_ref}:{head}"), str(head), verdicts, notes)
         if frontiers and format == Format.markdown:  # the comment folds them in; JSON and tables do not
             from planner.hardware import catalog as catalog_mod
-            from planner.search.frontier import frontier
+            from planner.pipeline import frontier
 
             moved = {r.workload for r in diff.workloads if r.status in ("changed", "added")}
             head_catalog = catalog_mod.load(head_spec.catalog)

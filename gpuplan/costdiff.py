@@ -195,7 +195,7 @@ def plan_base(path: Path | None, scratch: str = "", shown_as: str = "") -> tuple
     with no feasible plan, is the state before the change, not a failure of it: it becomes a note and
     its workloads count as added."""
     from planner.hardware import catalog as catalog_mod
-    from planner.search.plans import plan_workload
+    from planner.pipeline import plan_workload
     from planner.workload.spec import load_workloads
 
     def named(exc: SpecError) -> str:

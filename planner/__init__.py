@@ -18,7 +18,7 @@ __all__ = ["InfeasibleError", "Plan", "PlanSet", "SpecError", "Workload", "Workl
 # Loaded on first use, not at `import planner`: `gpuplan --help` needs none of them, and pydantic models
 # plus the search modules are most of a plan's start-up (issue 29).
 _LAZY = {"Plan": "planner.workload.plan", "PlanSet": "planner.workload.plan", "Workload": "planner.workload.spec",
-         "WorkloadFile": "planner.workload.spec", "load_workloads": "planner.workload.spec", "plan_workload": "planner.search.plans"}
+         "WorkloadFile": "planner.workload.spec", "load_workloads": "planner.workload.spec", "plan_workload": "planner.pipeline"}
 
 
 def __getattr__(name: str):
@@ -78,7 +78,7 @@ def plan_workloads(spec: WorkloadFile, catalog_path: str | Path | None = None, r
     `progress(done, total)` is told after each."""
     from planner.search.parallel import plan_each
     from planner.workload.plan import PlanSet
-    from planner.search.plans import plan_workload
+    from planner.pipeline import plan_workload
 
     path, catalog, workloads = _selected(spec, catalog_path, region, only)
     plans: list[Plan] = []
@@ -105,7 +105,7 @@ def frontier_file(path: str | Path, catalog_path: str | Path | None = None, regi
                   only: str | None = None, correct=None) -> list:
     """The cost–latency frontier of every workload in the file (or the one named `only`); `correct`
     (Plan → Plan, a calibration) is applied to every point."""
-    from planner.search.frontier import frontier
+    from planner.pipeline import frontier
     from planner.workload.spec import load_workloads
 
     _, catalog, workloads = _selected(load_workloads(path), catalog_path, region, only)

@@ -75,7 +75,7 @@ def chosen(w: dict) -> dict:
     """What the search chose for one workload, in the fields a move would show in."""
     from planner.hardware.catalog import bundled
     from planner.workload.errors import InfeasibleError, SpecError
-    from planner.search.plans import plan_workload
+    from planner.pipeline import plan_workload
     from planner.workload.spec import parse_workloads
 
     try:

@@ -8,7 +8,7 @@ import pytest
 from planner.physics.bands import ratio_quantiles, slow_factor
 from planner.workload.errors import SpecError
 from planner.report.markdown import performance_lines
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from tests.conftest import workload
 
 TRAIN = {"kind": "training", "model": {"preset": "llama-3.1-8b"}, "training": {"tokens": 2.0e10},

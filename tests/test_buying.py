@@ -12,7 +12,7 @@ from planner.workload.errors import InfeasibleError
 from planner.economics.managed import managed_prices
 from planner.economics.purchase import (BAND_INTERRUPTIONS_PER_MONTH, CAPACITY_BLOCK_MAX_INSTANCES, capacity_block_days,
                                         interruptions_per_month, spot_run)
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from planner.economics.storage import S3_MB_S_PER_NODE, checkpoint_bytes, dataset_bytes_per_token, size_fsx
 from planner.hardware.units import GIB, HOURS_PER_MONTH
 from tests.conftest import workload

@@ -13,7 +13,7 @@ import pulumi
 import pytest
 
 from components.inference import InferenceEndpointArgs, execution_policy
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from tests.conftest import workload
 from tests.iam_lint import lint_policy
 from tests.pulumi_harness import run_program, stack_config

@@ -12,7 +12,7 @@ import yaml
 
 from components import settings
 from components.inference import endpoint_name
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from tests.conftest import ROOT, workload
 from tests.pulumi_harness import run_program, stack_config
 

@@ -10,7 +10,7 @@ import pytest
 
 from components.training import capacity_wait_timeout, network_interfaces, user_data
 from planner.economics.storage import FSX_FIRST_GIB, FSX_STEP_GIB, size_fsx
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from tests.conftest import workload
 from tests.pulumi_harness import run_program, stack_config
 

@@ -10,7 +10,7 @@ from planner.physics.expert_parallel import routed_expert_share
 from planner.physics.expert_training import all_to_all_step_s, ep_options, expert_weight_traffic_s
 from planner.physics.memory import TrainingSetup, training_model_states
 from planner.report.markdown import layout_text
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from planner.physics.training_time import training_work
 from tests.conftest import workload
 

@@ -294,17 +294,17 @@ def test_the_price_review_survives_a_type_without_accelerators():
 
 def test_check_searches_each_shape_once(tmp_path, monkeypatch):
     import planner
-    import planner.search.plans
+    import planner.pipeline
 
     calls = []
-    real = planner.search.plans.plan_workload
+    real = planner.pipeline.plan_workload
 
     def counted(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(planner, "plan_workload", counted)
-    monkeypatch.setattr(planner.search.plans, "plan_workload", counted)
+    monkeypatch.setattr(planner.pipeline, "plan_workload", counted)
     workloads = [{**LLAMA_8B, "name": f"m{i}"} for i in range(30)]
     path = write_yaml(tmp_path / "w.yaml", {"workloads": workloads})
     result = invoke("check", path)

@@ -83,7 +83,7 @@ def _user_data(plan) -> str:
 
 def test_trn2_training_nodes_run_nxd_training_at_lnc_2(tmp_path):
     from planner.hardware.catalog import load
-    from planner.search.plans import plan_workload
+    from planner.pipeline import plan_workload
     from tests.conftest import workload
 
     catalog = load(_rate_card(tmp_path, "trn2.48xlarge", 45.0, "ec2"))
@@ -94,7 +94,7 @@ def test_trn2_training_nodes_run_nxd_training_at_lnc_2(tmp_path):
 
 
 def test_moe_training_nodes_get_the_ep_degree(catalog):
-    from planner.search.plans import plan_workload
+    from planner.pipeline import plan_workload
     from tests.conftest import workload
 
     plan = plan_workload(workload(kind="training", model={"preset": "deepseek-v3"}, training={"tokens": 1e11},

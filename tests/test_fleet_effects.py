@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from components import settings
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from tests.conftest import workload
 
 

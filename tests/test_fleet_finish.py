@@ -26,7 +26,7 @@ from planner.physics.expert_parallel import all_to_all_s, routed_expert_bytes  #
 from planner.physics.memory import inference_memory  # noqa: E402
 from planner.workload.presets import presets  # noqa: E402
 from planner.report.markdown import layout_text  # noqa: E402
-from planner.search.plans import plan_workload  # noqa: E402
+from planner.pipeline import plan_workload  # noqa: E402
 from tests.conftest import workload  # noqa: E402
 
 R1_SERVING = {"max_context_tokens": 8192, "prompt_tokens": 1024, "output_tokens": 256, "concurrent_requests": 64}

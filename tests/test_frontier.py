@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuplan.cli import app
-from planner.search.frontier import frontier
+from planner.pipeline import frontier
 from planner.report.frontier import pins, ranked_usd_per_month, render_markdown, values
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from tests.conftest import ROOT, workload, write_yaml
 from tests.golden_files import assert_golden
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from planner.hardware.catalog import bundled, with_overlay
 from planner.workload.errors import InfeasibleError, SpecError
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from planner.workload.spec import parse_workloads
 
 EXAMPLES = 2000

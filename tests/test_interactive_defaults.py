@@ -4,7 +4,7 @@ plan; `serving.mode: batch` opts out; targets the spec sets are its own."""
 from __future__ import annotations
 
 from planner.hardware.catalog import bundled
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from planner.workload.spec import Workload
 
 # judged at the expected estimate: these tests are about the interactive defaults, not the `likely` edge (issue

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from gpuplan.cli import app
 from planner.hardware.catalog import bundled
 from planner.search.kv_sizing import KV_BLOCK_TOKENS, kv_tokens_per_sequence, typical_tokens
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from planner.report.tags import plan_tags, read_tags, required_memory
 from tests.conftest import workload, write_yaml
 from tests.test_policies import sign

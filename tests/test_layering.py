@@ -14,27 +14,10 @@ PLANNER = ROOT / "planner"
 STAGES = ("workload", "hardware", "physics", "search", "economics", "report")
 OUTSIDE = ("boto3", "botocore", "pulumi", "pulumi_aws", "pulumi_policy", "gpuplan", "components", "policies")
 
-# Imports that still run forwards, each named with why. The search prices every layout it ranks (the cost
-# of an hour, storage, purchase options, provisioned cost), and planner/search/plans.py builds the plan with
-# its money; they leave when the search ranks physical candidates price-free and economics prices the
-# survivors once (issue 30's third point). This set may only shrink: the test fails on a new forward import
-# and on an entry that no longer happens.
-KNOWN_FORWARD = {
-    ("planner.search.candidates", "planner.economics.cost"): "a candidate carries its hourly price",
-    ("planner.search.inference", "planner.economics.cost"): "serving ranks on $/h and $/1M tokens",
-    ("planner.search.training", "planner.economics.cost"): "training ranks on the run's cost",
-    ("planner.search.training", "planner.economics.provisioned"): "run cost includes provisioned storage",
-    ("planner.search.training", "planner.economics.purchase"): "run cost per purchase option",
-    ("planner.search.training", "planner.economics.storage"): "run cost includes checkpoint storage",
-    ("planner.search.plans", "planner.economics.buying"): "the plan's purchase table",
-    ("planner.search.plans", "planner.economics.cost"): "the chosen price and its vintage notes",
-    ("planner.search.plans", "planner.economics.managed"): "the managed-API comparison on the plan",
-    ("planner.search.plans", "planner.economics.ownership"): "the rent-vs-buy line on the plan",
-    ("planner.search.plans", "planner.economics.provisioned"): "the plan's provisioned cost",
-    ("planner.search.plans", "planner.economics.storage"): "the training plan's storage refusal",
-    ("planner.search.plans", "planner.economics.price_rule"): "candidates ranked under the one price rule",
-    ("planner.search.frontier", "planner.economics.price_rule"): "the frontier ranks under the same rule",
-}
+# The search ranks on money without importing economics: it owns the shape of what it asks
+# (planner/search/pricing.py) and the orchestrator, planner/pipeline.py, hands it prices built by
+# planner/economics/run_pricing.py. No import runs forwards; none may start to.
+FRONT_DOOR = ("__init__.py", "pipeline.py")  # they run the whole chain, so they sit above every stage
 
 
 def module_name(path: Path) -> str:
@@ -61,7 +44,8 @@ def imported(source: str, importer: str = "planner.x") -> set[str]:
 
 
 def stage_of(module: str) -> int | None:
-    """The stage's place in the chain; None for the front door (planner/__init__.py) and planner.data."""
+    """The stage's place in the chain; None for the front door (planner/__init__.py, planner/pipeline.py)
+    and planner.data."""
     parts = module.split(".")
     if parts[0] != "planner" or len(parts) < 2 or parts[1] not in STAGES:
         return None
@@ -89,15 +73,13 @@ def backward_violations(modules: dict[str, set[str]]) -> set[tuple[str, str]]:
 
 
 def test_every_planner_module_sits_in_a_stage():
-    assert sorted(p.name for p in PLANNER.glob("*.py")) == ["__init__.py"]
+    assert sorted(p.name for p in PLANNER.glob("*.py")) == sorted(FRONT_DOOR)
     packages = sorted(p.name for p in PLANNER.iterdir() if p.is_dir() and p.name != "__pycache__")
     assert packages == sorted((*STAGES, "data"))
 
 
 def test_imports_run_backwards_along_the_chain():
-    found = backward_violations(planner_modules())
-    assert found - set(KNOWN_FORWARD) == set(), "a stage imports a later stage"
-    assert set(KNOWN_FORWARD) - found == set(), "fixed: drop these from KNOWN_FORWARD"
+    assert backward_violations(planner_modules()) == set(), "a stage imports a later stage"
 
 
 @pytest.mark.parametrize("source, verdict", [
@@ -105,6 +87,7 @@ def test_imports_run_backwards_along_the_chain():
     ("def f():\n    from planner.economics import cost", {("planner.physics.memory", "planner.economics"),
                                                       ("planner.physics.memory", "planner.economics.cost")}),
     ("from planner import plan_workloads", {("planner.physics.memory", "planner")}),
+    ("from planner.pipeline import plan_workload", {("planner.physics.memory", "planner.pipeline")}),
     ("from planner.hardware.catalog import Catalog\nfrom planner.physics import efficiency", set()),
 ])
 def test_the_check_sees_a_forward_import_even_inside_a_function(source, verdict):

@@ -15,7 +15,7 @@ from gpuplan.cli import app
 from planner.hardware import catalog as catalog_mod
 from planner.physics import efficiency
 from planner.physics.calibration import apply, load
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from planner.workload.spec import Workload
 
 runner = CliRunner()

@@ -7,7 +7,7 @@ import pytest
 
 from planner.physics.bands import memory_fit_factor, ratio_quantiles
 from planner.workload.errors import InfeasibleError
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from tests.conftest import workload
 
 LORA_8B = {"kind": "training", "model": {"preset": "llama-3.1-8b"},

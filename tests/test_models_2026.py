@@ -7,7 +7,7 @@ import pytest
 
 from planner.physics.memory import inference_memory, kv_bytes_per_sequence, kv_bytes_per_token
 from planner.workload.presets import presets
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from planner.hardware.units import GIB, MXFP4_BYTES_PER_PARAM, NVFP4_BYTES_PER_PARAM
 from tests.conftest import workload
 

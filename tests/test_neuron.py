@@ -9,7 +9,7 @@ import yaml
 from components import settings
 from planner.workload.errors import InfeasibleError
 from planner.physics.memory import attention_padding_params, inference_memory, sharded_weight_bytes, weight_bytes
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from planner.search.inference import Spread, aggregate_tokens_per_s
 from planner.hardware.units import BYTES_PER_PARAM, GIB
 from tests.conftest import ROOT, workload

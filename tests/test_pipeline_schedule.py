@@ -10,7 +10,7 @@ from bench.reference_sources import stated_schedules
 from planner.physics.memory import TrainingSetup, training_memory, training_model_states
 from planner.physics.pipeline_schedule import bubble_fraction, p2p_factor, schedule_options
 from planner.report.markdown import layout_text
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from planner.physics.training_time import TrainingLayout, training_step, training_work
 from tests.conftest import workload
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from planner.hardware.catalog import bundled
 from planner.workload.errors import InfeasibleError
 from planner.workload.presets import presets
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from planner.workload.spec import parse_workloads
 
 MODELS = ["llama-3.1-8b", "llama-2-7b", "mistral-7b", "llama-2-13b", "llama-3-70b", "mixtral-8x7b"]

@@ -6,7 +6,7 @@ says which rule ranked."""
 from __future__ import annotations
 
 from planner.hardware.catalog import bundled, with_overlay
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from tests.conftest import workload
 
 # the H100/H200 families: since the merged model's bands g7e.48xlarge (8 × 96 GiB, $41.43/h ranked) serves 405B fp8

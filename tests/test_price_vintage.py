@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from planner.hardware.catalog import bundled, with_overlay
 from planner.economics.cost import MAX_PRICE_AGE_DAYS, HourlyPrice, price_vintage_notes
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from tests.conftest import workload
 
 # 900 output tokens/s (the 1,000 less a margin): since the per-step serving costs one p4d.24xlarge makes

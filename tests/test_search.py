@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from planner.workload.errors import InfeasibleError
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from planner.hardware.units import GIB
 from tests.conftest import workload
 

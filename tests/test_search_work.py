@@ -4,9 +4,10 @@ storage and purchase options are priced once, not once for the storage check and
 
 from __future__ import annotations
 
+import planner.economics.run_pricing as rp
 import planner.search.training as st
 from planner.hardware.catalog import bundled
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from planner.search.tables import clear_search_tables
 from planner.workload.spec import parse_workloads
 
@@ -37,13 +38,13 @@ def test_each_layout_memory_is_sized_once_across_the_catalog(monkeypatch):
 
 def test_a_surviving_candidate_storage_is_planned_once(monkeypatch):
     planned: list[tuple] = []
-    real = st.plan_storage
+    real = rp.plan_storage
 
     def counted(arch, **kwargs):
         planned.append((kwargs["tokens_per_s"], kwargs["nodes"]))
         return real(arch, **kwargs)
 
-    monkeypatch.setattr(st, "plan_storage", counted)
+    monkeypatch.setattr(rp, "plan_storage", counted)
     w = _workload()
     catalog = bundled()
     itype = catalog.instance("p6-b200.48xlarge")
@@ -51,7 +52,7 @@ def test_a_surviving_candidate_storage_is_planned_once(monkeypatch):
     from planner.economics.cost import price_book, purchase_options
 
     book = price_book(catalog, itype, w.constraints.region, "ec2", purchase_options(w.kind, "auto"))
-    found = st.best_training(w, sharded, device, book)
+    found = st.best_training(w, sharded, device, rp.BookPrices(w, book))
     assert found.nodes >= 1 and len(planned) > 5
     assert len(planned) == len(set(planned))
 
@@ -67,7 +68,7 @@ def test_cached_memory_is_the_memory_the_formula_gives():
 
 
 def test_frontier_times_each_layout_once_for_the_spec_and_its_deadline_free_twin(monkeypatch):
-    from planner.search.frontier import frontier
+    from planner.pipeline import frontier
 
     clear_search_tables()
     timed: list[tuple] = []
@@ -84,7 +85,7 @@ def test_frontier_times_each_layout_once_for_the_spec_and_its_deadline_free_twin
 
 
 def _search_all(w, monkeypatch=None):
-    from planner.search.plans import checked_target, search_types
+    from planner.pipeline import checked_target, search_types
 
     clear_search_tables()
     catalog = bundled()
@@ -111,7 +112,7 @@ def test_layouts_left_unpriced_change_no_type_best_nor_any_reason(monkeypatch):
         w = _workload(spec)
         skipping = _search_all(w)
         with monkeypatch.context() as m:
-            m.setattr(st, "unpriced_verdict", lambda *a: None)
+            m.setattr(rp, "unpriced_verdict", lambda *a: None)
             pricing_all = _search_all(w)
         assert skipping == pricing_all, spec["name"]
         assert skipping[0], spec["name"]
@@ -119,11 +120,11 @@ def test_layouts_left_unpriced_change_no_type_best_nor_any_reason(monkeypatch):
 
 def test_a_layout_that_cannot_win_is_left_unpriced(monkeypatch):
     planned: list[int] = []
-    real = st.plan_storage
-    monkeypatch.setattr(st, "plan_storage", lambda arch, **kw: planned.append(kw["nodes"]) or real(arch, **kw))
+    real = rp.plan_storage
+    monkeypatch.setattr(rp, "plan_storage", lambda arch, **kw: planned.append(kw["nodes"]) or real(arch, **kw))
     _search_all(_workload(SHAPES[2]))
     skipping = len(planned)
     planned.clear()
-    monkeypatch.setattr(st, "unpriced_verdict", lambda *a: None)
+    monkeypatch.setattr(rp, "unpriced_verdict", lambda *a: None)
     _search_all(_workload(SHAPES[2]))
     assert skipping < 0.7 * len(planned)  # 760 of 1,281 when written

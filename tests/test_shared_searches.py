@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import planner.search.plans
+import planner.pipeline
 from gpuplan.check import check_file
 from planner import plan_workloads, shared_searches
 from planner.workload.spec import load_workloads, parse_workloads
@@ -19,13 +19,13 @@ SPEC = {"workloads": [{"name": "a", "kind": "inference", "model": {"preset": "ll
 
 def _counting(monkeypatch) -> list[str]:
     calls: list[str] = []
-    real = planner.search.plans.plan_workload
+    real = planner.pipeline.plan_workload
 
     def counted(w, catalog):
         calls.append(w.name)
         return real(w, catalog)
 
-    monkeypatch.setattr(planner.search.plans, "plan_workload", counted)
+    monkeypatch.setattr(planner.pipeline, "plan_workload", counted)
     return calls
 
 

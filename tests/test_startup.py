@@ -37,7 +37,7 @@ def test_help_loads_neither_the_planner_nor_rich_pulumi_or_boto3():
     loaded, code = _loaded_after("--help")
     assert code == 0
     assert not loaded & set(HEAVY)
-    assert loaded & {"planner.hardware.catalog", "planner.search.plans", "planner.workload.spec", "pydantic", "yaml"} == set()
+    assert loaded & {"planner.hardware.catalog", "planner.pipeline", "planner.workload.spec", "pydantic", "yaml"} == set()
 
 
 def test_plan_as_json_loads_no_rich_pulumi_boto3_nor_a_yaml_parse_of_the_catalog(tmp_path):

@@ -10,7 +10,7 @@ from planner.hardware.catalog import with_overlay
 from planner.physics.collectives import COLLECTIVE_EFFICIENCY, group_collective_s, ring_s
 from planner.workload.errors import InfeasibleError
 from planner.physics.memory import TrainingSetup, training_memory, training_model_states
-from planner.search.plans import plan_workload
+from planner.pipeline import plan_workload
 from planner.physics.training_time import TrainingLayout, training_step, training_work
 from tests.conftest import workload
 

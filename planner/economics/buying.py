@@ -1,5 +1,6 @@
 """What to buy for a chosen layout: every purchase option priced side by side, and the storage a
-training run needs. The search picks the option (planner/search/training.py); this lists them all."""
+training run needs. The search picks the option (planner/search/training.py, at the prices of
+planner/economics/run_pricing.py); this lists them all."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from planner.hardware.catalog import Catalog
 from planner.economics.cost import PURCHASE_FIELD, hourly_price, purchase_options
 from planner.workload.plan import PlanFsx, PlanStorage, PurchaseOption
 from planner.economics.purchase import COMMITMENT_YEARS
-from planner.search.training import run_quotes, run_storage
+from planner.economics.run_pricing import run_quotes, run_storage
 from planner.workload.spec import Workload
 from planner.economics.storage import storage_source
 from planner.hardware.units import HOURS_PER_MONTH

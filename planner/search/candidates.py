@@ -6,8 +6,8 @@ import math
 from dataclasses import dataclass
 
 from planner.hardware.catalog import Accelerator, InstanceType
-from planner.economics.cost import HourlyPrice
 from planner.physics.memory import MemoryBreakdown
+from planner.search.pricing import UnitPrice
 from planner.hardware.units import GIB
 
 
@@ -32,7 +32,7 @@ class Miss:
 class Candidate:
     itype: InstanceType
     accel: Accelerator
-    price: HourlyPrice
+    price: UnitPrice  # made by planner/economics, handed in by the orchestrator
     nodes: int
     tp: int
     pp: int

@@ -3,20 +3,15 @@
 Serving: monthly cost, inter-token latency and time to first token (the spec's latency targets are
 what the frontier explores, so they are dropped; throughput target, budget and filters stay).
 Training: cost per run and time to train (the deadline is dropped the same way). Each point is a full
-plan from the planner's own search, so its layout can be pinned in the spec as it stands."""
+plan from the planner's own search, so its layout can be pinned in the spec as it stands. The search and
+the plans come from the orchestrator (planner/pipeline.py frontier); this module sweeps and shapes them."""
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from pydantic import BaseModel
 
 from planner.search.candidates import Candidate
-from planner.economics.price_rule import rank_on_one_rule
-from planner.hardware.catalog import Catalog
 from planner.workload.plan import Plan
-from planner.workload.defaults import interactive_defaults
-from planner.search.plans import build_plan, checked_target, raise_infeasible, search_types
 from planner.workload.spec import Workload
 
 
@@ -44,7 +39,8 @@ def axes_of(c: Candidate, w: Workload) -> tuple[float, ...]:
     return cost, w.training.tokens / c.perf.tokens_per_s
 
 
-def _key(c: Candidate) -> tuple:
+def candidate_key(c: Candidate) -> tuple:
+    """What names a point: its type and layout."""
     return c.itype.name, c.nodes, c.tp, c.pp, c.dp
 
 
@@ -56,7 +52,7 @@ def non_dominated(pool: list[Candidate], w: Workload, chosen_key: tuple | None =
     kept: list[tuple[tuple[float, ...], Candidate]] = []
     for cand in sorted(pool, key=lambda c: c.rank_key):
         point = axes_of(cand, w)
-        if any(all(k <= p for k, p in zip(keep[1:], point[1:])) for keep, _ in kept) and _key(cand) != chosen_key:
+        if any(all(k <= p for k, p in zip(keep[1:], point[1:])) for keep, _ in kept) and candidate_key(cand) != chosen_key:
             continue
         kept.append((point, cand))
     return [cand for _, cand in kept]
@@ -73,14 +69,10 @@ def plan_axes(p: Plan, w: Workload) -> tuple[float, ...]:
     return float(f"{p.cost.usd_per_training_run:.3g}"), p.performance.time_to_train_s
 
 
-def corrected_points(w: Workload, pool: list[Candidate], catalog: Catalog, target, chosen_key: tuple,
-                     correct: Callable[[Plan], Plan]) -> tuple[list[Plan], int]:
-    """The frontier on corrected figures (a calibration: planner/physics/calibration.py apply). Factors differ
-    per accelerator, so the sweep runs on every candidate's corrected plan, not on the uncorrected
-    frontier. The plan `gpuplan plan` chooses stays a point: a calibration corrects figures, not the choice."""
-    ranked = sorted(pool, key=lambda c: c.rank_key)
-    plans = [correct(build_plan(w, c, catalog, target, [], {}, [])) for c in ranked]
-    keys = [(c.itype.name, c.nodes, c.tp, c.pp, c.dp) for c in ranked]
+def sweep_plans(w: Workload, plans: list[Plan], ranked: list[Candidate], chosen_key: tuple) -> tuple[list[Plan], int]:
+    """The frontier on the (corrected) plans of `ranked`, cheapest first: non_dominated's sweep read from
+    each plan's own figures; the chosen plan stays a point. Returns the points and the chosen one's index."""
+    keys = [candidate_key(c) for c in ranked]
     axes = [plan_axes(p, w) for p in plans]
     kept: list[int] = []
     for i in sorted(range(len(plans)), key=lambda i: (axes[i][0], i)):
@@ -91,27 +83,8 @@ def corrected_points(w: Workload, pool: list[Candidate], catalog: Catalog, targe
     return [plans[i] for i in kept], [keys[i] for i in kept].index(chosen_key)
 
 
-def frontier(w: Workload, catalog: Catalog, correct: Callable[[Plan], Plan] | None = None) -> Frontier:
-    """`correct`: applied to every point's plan (a calibration), the one place a frontier is corrected."""
-    w, _ = interactive_defaults(w)  # the targets the plan is held to, marked on the chart
-    target = checked_target(w, catalog)
-    feasible, misses = search_types(w, catalog, target)
-    if not feasible:
-        raise_infeasible(w, misses)
-    rank_on_one_rule(feasible, catalog, w.constraints.region, target)
-    chosen = min(feasible, key=lambda c: c.rank_key)
-    pool: list[Candidate] = []
-    search_types(relaxed(w), catalog, target, pool)
-    rank_on_one_rule(pool, catalog, w.constraints.region, target)
-    # The relaxed pool holds every layout the constrained search could choose; it is kept as a point even
-    # where the pool holds a no costlier, no slower layout (training's node patience can pass one over).
-    chosen_key = _key(chosen)
-    points = non_dominated(pool, w, chosen_key)
-    keys = [_key(c) for c in points]
-    if correct is None:
-        plans, index = [build_plan(w, c, catalog, target, [], {}, []) for c in points], keys.index(chosen_key)
-    else:
-        plans, index = corrected_points(w, pool, catalog, target, chosen_key, correct)
+def frontier_of(w: Workload, plans: list[Plan], chosen: int) -> Frontier:
+    """The frontier's points with its axes and the spec's own targets on them."""
     if w.kind == "inference":
         s = w.serving
         axes = ["usd_per_month", "inter_token_latency_ms", "time_to_first_token_ms"]
@@ -120,5 +93,4 @@ def frontier(w: Workload, catalog: Catalog, correct: Callable[[Plan], Plan] | No
     else:
         axes = ["usd_per_training_run", "time_to_train_h"]
         targets = {"time_to_train_h": w.training.deadline_hours} if w.training.deadline_hours else {}
-    return Frontier(workload=w.name, kind=w.kind, axes=axes, points=plans, chosen=index,
-                    targets=targets)
+    return Frontier(workload=w.name, kind=w.kind, axes=axes, points=plans, chosen=chosen, targets=targets)

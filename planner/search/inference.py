@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 from planner.physics.bands import slow_factor
 from planner.search.candidates import Candidate, Miss, memory_miss, pinned_tp_miss, tensor_parallel_options
 from planner.hardware.catalog import Accelerator, InstanceType
-from planner.economics.cost import HourlyPrice
 from planner.search.kv_sizing import serving_kv_tokens
+from planner.search.pricing import UnitPrice
 from planner.physics.memory import inference_memory
 from planner.physics.performance import ServingEstimate, serving_estimate
 from planner.workload.spec import Workload
@@ -73,7 +73,7 @@ def aggregate_tokens_per_s(spread: Spread, estimate_at, static_shapes: bool = Fa
     return total
 
 
-def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: HourlyPrice,
+def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: UnitPrice,
                    target: str = "sagemaker", collect: list[Candidate] | None = None) -> Candidate | Miss:
     """The cheapest layout of this type; with `collect`, every feasible (TP, PP, nodes) is appended
     to it too, from the fewest nodes that meet the targets to one replica per request (the frontier)."""

@@ -9,14 +9,10 @@ from functools import cache
 from planner.physics.bands import memory_fit_factor, slow_factor
 from planner.search.candidates import Candidate, Miss, memory_miss, pinned_tp_miss, tensor_parallel_options
 from planner.hardware.catalog import Accelerator, InstanceType
-from planner.economics.cost import HourlyPrice
 from planner.physics.expert_training import ep_options, ep_pin_miss, ep_text
 from planner.physics.memory import TrainingSetup, training_memory
+from planner.search.pricing import TypePrices
 from planner.search.tables import fit_table, memory_table
-from planner.economics.provisioned import fsx_usd_per_hour, root_volumes_usd_per_hour
-from planner.economics.purchase import COMMITMENT_YEARS, RunQuote, interruptions_per_month, training_quote
-from planner.economics.storage import (FSX_MAX_GIB, S3_MB_S_PER_NODE, StoragePlan, plan_storage, storage_rates,
-                                       storage_refusal)
 from planner.physics.pipeline_schedule import memory_virtual_stages, schedule_options
 from planner.physics.training_time import (TrainingLayout, model_flops_per_token, training_step,
                                            training_work)
@@ -55,65 +51,7 @@ def global_batch_sequences(w: Workload) -> int:
     tokens = t.global_batch_tokens or DEFAULT_BATCH_TOKENS[w.kind]
     return max(1, round(tokens / t.sequence_length))
 
-def run_storage(w: Workload, tokens_per_s: float, nodes: int) -> StoragePlan:
-    t = w.training
-    return plan_storage(w.architecture, method=t.method, precision=w.precision, optimizer=t.optimizer,
-                        lora_rank=t.lora_rank, tokens=t.tokens, tokens_per_s=tokens_per_s, nodes=nodes,
-                        dataset_format=t.dataset_format, checkpoint_interval_s=t.checkpoint_interval_minutes * 60,
-                        max_checkpoint_share=t.max_checkpoint_share, region=w.constraints.region)
-
-
-def unpriced_verdict(w: Workload, arch, book: dict[str, HourlyPrice], nodes: int, train_s: float,
-                     tokens_per_s: float, best_usd: float, slow: float) -> str | None:
-    """What pricing a layout would conclude, when that is sure without pricing it: "worse" (it meets the
-    deadline but cannot beat `best_usd`, the best rank key's cost) or "late" (it misses the deadline);
-    None when it must be priced. Every option's run costs at least the cheapest $/h × nodes × train_s (spot
-    and capacity blocks only add time or whole days; storage adds cost), and on-demand or a commitment
-    always quotes (never refused) at exactly train_s, so the fastest quote takes train_s. Storage is
-    refused only on FSx, so a run that streams from S3 needs no sizing."""
-    if not any(p == "on-demand" or p in COMMITMENT_YEARS for p in book):
-        return None
-    floor_usd = min(price.usd_per_hour for price in book.values()) * nodes * train_s / 3600 * (1 - 1e-9)
-    if float(f"{floor_usd:.3g}") <= best_usd:
-        return None
-    t = w.training
-    *_, per_node_mb_s = storage_rates(arch, method=t.method, precision=w.precision, optimizer=t.optimizer,
-                                      lora_rank=t.lora_rank, tokens=t.tokens, tokens_per_s=tokens_per_s, nodes=nodes,
-                                      dataset_format=t.dataset_format,
-                                      checkpoint_interval_s=t.checkpoint_interval_minutes * 60,
-                                      max_checkpoint_share=t.max_checkpoint_share)
-    if per_node_mb_s > S3_MB_S_PER_NODE:
-        return None
-    return "worse" if not t.deadline_hours or train_s * slow <= t.deadline_hours * 3600 else "late"
-
-
-def run_storage_usd_per_hour(w: Workload, storage: StoragePlan, mem, devices_per_node: int, nodes: int) -> float:
-    """What the run provisions beside its instances, per hour (planner/economics/provisioned.py): a gp3 root volume
-    per node, and FSx for Lustre with its backups when S3 streaming cannot carry the run."""
-    region = w.constraints.region
-    hourly = root_volumes_usd_per_hour(mem.weights + mem.gradients + mem.optimizer, devices_per_node, nodes, region)
-    if storage.recommendation == "fsx":
-        hourly += fsx_usd_per_hour(storage.fsx.usd_per_month, storage.dataset_bytes, storage.checkpoint_bytes, region)
-    return hourly
-
-
-def run_quotes(w: Workload, book: dict[str, HourlyPrice], nodes: int, train_s: float,
-               tokens_per_s: float, storage: StoragePlan | None = None) -> dict[str, RunQuote | str]:
-    """Each option's way to buy this run, or why it cannot; `storage` when the caller already planned it
-    (the search plans each surviving candidate's storage once, for the refusal and the quotes alike)."""
-    storage = storage or run_storage(w, tokens_per_s, nodes)
-    refused = storage_refusal(storage)
-    if refused:
-        return {purchase: refused for purchase in book}
-    restart_s = w.training.restart_minutes * 60 + storage.checkpoint_write_s  # relaunch, then read it back
-    return {purchase: training_quote(purchase, price.usd_per_hour, nodes, train_s,
-                                     interruptions=interruptions_per_month(price.spot_interruption,
-                                                                           w.constraints.spot_interruptions_per_month),
-                                     checkpoint_write_s=storage.checkpoint_write_s, restart_s=restart_s)
-            for purchase, price in book.items()}
-
-
-def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: dict[str, HourlyPrice],
+def best_training(w: Workload, itype: InstanceType, accel: Accelerator, prices: TypePrices,
                   collect: list[Candidate] | None = None) -> Candidate | Miss:
     """The cheapest run on this type; with `collect`, every feasible (TP, PP, nodes) run is appended to
     it too (larger node counts cost more per run but finish sooner: the frontier)."""
@@ -218,31 +156,31 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, book: di
                     continue
                 layout, mem, est = found
                 time_to_train_s = t.tokens / est.tokens_per_s
-                verdict = None if best_usd is None or collect is not None else unpriced_verdict(
-                    w, arch, book, nodes, time_to_train_s, est.tokens_per_s, best_usd, slow)
+                verdict = None if best_usd is None or collect is not None else prices.verdict(
+                    nodes, time_to_train_s, est.tokens_per_s, best_usd, slow)
                 if verdict is not None:  # what its pricing would conclude (it cannot be the best)
                     worse_in_a_row += verdict == "worse"
                     continue
-                storage = run_storage(w, est.tokens_per_s, nodes)
-                if refused := storage_refusal(storage):
-                    miss = Miss(refused, storage.fsx.storage_capacity_gib / FSX_MAX_GIB, stage=2).nearer(miss)
+                offer = prices.offer(nodes, time_to_train_s, est.tokens_per_s,
+                                     mem.weights + mem.gradients + mem.optimizer, itype.accelerators_per_node)
+                if offer.refusal:
+                    miss = Miss(offer.refusal, offer.refusal_shortfall, stage=2).nearer(miss)
                     continue
-                priced = run_quotes(w, book, nodes, time_to_train_s, est.tokens_per_s, storage).values()
-                quotes = sorted((q for q in priced if not isinstance(q, str)), key=lambda q: (q.usd_per_run, q.wall_s))
+                quotes = offer.quotes
                 if not quotes:
-                    miss = Miss("; ".join(priced), stage=2).nearer(miss)
+                    miss = Miss("; ".join(offer.reasons), stage=2).nearer(miss)
                     continue
                 in_time = [q for q in quotes if not t.deadline_hours or q.wall_s * slow <= t.deadline_hours * 3600]
                 if not in_time:
                     fastest = min(quotes, key=lambda q: q.wall_s)
                     miss = Miss(f"{fastest.wall_s * slow / 3600:,.0f} h to train{edge} > deadline {t.deadline_hours:g} h at "
                                 f"{nodes} node(s), TP {tp} × PP {pp} × DP {dp}"
-                                + (f" ({fastest.purchase})" if len(book) > 1 or fastest.purchase != "on-demand" else ""),
+                                + (f" ({fastest.purchase})" if len(prices.book) > 1 or fastest.purchase != "on-demand" else ""),
                                 fastest.wall_s * slow / (t.deadline_hours * 3600), stage=2).nearer(miss)
                     continue
                 quote = in_time[0]
-                storage_h = run_storage_usd_per_hour(w, storage, mem, itype.accelerators_per_node, nodes)
-                cand = Candidate(itype, accel, book[quote.purchase], nodes, tp, pp, dp, 1, mem, usable, est,
+                storage_h = offer.storage_usd_per_hour
+                cand = Candidate(itype, accel, prices.book[quote.purchase], nodes, tp, pp, dp, 1, mem, usable, est,
                                  nodes * quote.usd_per_instance_hour, quote.usd_per_run + storage_h * quote.wall_s / 3600,
                                  storage_usd_per_hour=storage_h, zero=layout[0],
                                  micro_batch=layout[1], microbatches=layout[2], checkpointing=layout[3],
