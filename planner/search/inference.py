@@ -77,13 +77,41 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
                    target: str = "sagemaker", collect: list[Candidate] | None = None) -> Candidate | Miss:
     """The cheapest layout of this type; with `collect`, every feasible (TP, PP, nodes) is appended
     to it too, from the fewest nodes that meet the targets to one replica per request (the frontier)."""
-    arch, s, c, pins = w.architecture, w.serving, w.constraints, w.layout
+    tps = _serving_rules(w, itype, accel, target)
+    if isinstance(tps, Miss):
+        return tps
     apn = itype.accelerators_per_node
-    usable = accel.memory_bytes * (1 - c.memory_headroom)
     best: Candidate | None = None
     miss: Miss | None = None
-    neuron = accel.is_neuron
-    tps = tensor_parallel_options(apn, arch.attention_heads, pins.tensor_parallel, neuron)
+    for tp in tps:
+        spans_nodes = tp == apn and itype.multi_node and target == "ec2"
+        for pp, ep in _spans(w, tp, apn, spans_nodes):
+            if (pp > 1 or ep > 1) and not spans_nodes:
+                continue  # a replica spans nodes only on EC2, with full nodes and a network between them
+            replica = _Replica(w, itype, accel, target, tp, pp, ep)
+            found = replica.search()
+            if isinstance(found, Miss):
+                miss = found.nearer(miss)
+                continue
+            if found is None:
+                continue
+            good, hi = found
+            cand = replica.candidate_at(good * replica.step, price)
+            if collect is not None:
+                collect.append(cand)
+                collect.extend(replica.candidate_at(u * replica.step, price) for u in range(good + 1, hi + 1))
+            if best is None or cand.rank_key < best.rank_key:
+                best = cand
+    if best is not None:
+        return best
+    return miss or Miss("no layout of this type fits the pins in layout:")
+
+
+def _serving_rules(w: Workload, itype: InstanceType, accel: Accelerator, target: str) -> list[int] | Miss:
+    """The TP degrees to try on this type, or the pin that rules it out whatever the layout."""
+    arch, s, pins = w.architecture, w.serving, w.layout
+    apn = itype.accelerators_per_node
+    tps = tensor_parallel_options(apn, arch.attention_heads, pins.tensor_parallel, accel.is_neuron)
     if not tps:
         return Miss(pinned_tp_miss(pins.tensor_parallel, apn, arch.attention_heads)
                     if pins.tensor_parallel else f"no TP degree divides both {apn} devices and "
@@ -94,109 +122,115 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
     if pins.pipeline_parallel and pins.pipeline_parallel > 1 and target == "sagemaker":
         return Miss("a SageMaker endpoint instance is one model copy: pipeline_parallel > 1 would span "
                     "instances (use deploy_target ec2)", by_request=True)
-    estimates: dict[tuple[int, int, int, int], ServingEstimate] = {}
-    speculation = speculation_of(s)
+    return tps
 
-    for tp in tps:
-        spans_nodes = tp == apn and itype.multi_node and target == "ec2"
-        for pp, ep in _spans(w, tp, apn, spans_nodes):
-            if (pp > 1 or ep > 1) and not spans_nodes:
-                continue  # a replica spans nodes only on EC2, with full nodes and a network between them
-            step = pp * ep  # nodes come in whole replicas once a replica spans nodes
-            per_node = (1 if target == "sagemaker" else apn // tp) if step == 1 else 0
 
-            def capacity(n: int) -> int:
-                return n * per_node if step == 1 else n // step
+class _Replica:
+    """One replica shape (TP × PP × EP) on one type: how many replicas a node count holds, their memory
+    and speed at the spread of requests, and the smallest node count that fits and meets the targets."""
 
-            def spread_at(n: int) -> Spread:
-                return Spread.of(s.concurrent_requests, min(pins.replicas or capacity(n), capacity(n)))
+    def __init__(self, w: Workload, itype: InstanceType, accel: Accelerator, target: str, tp: int, pp: int, ep: int):
+        self.w, self.itype, self.accel, self.tp, self.pp, self.ep = w, itype, accel, tp, pp, ep
+        self.neuron = accel.is_neuron
+        self.usable = accel.memory_bytes * (1 - w.constraints.memory_headroom)
+        self.step = pp * ep  # nodes come in whole replicas once a replica spans nodes
+        self.per_node = (1 if target == "sagemaker" else itype.accelerators_per_node // tp) if self.step == 1 else 0
+        self.speculation = speculation_of(w.serving)
+        self.estimates: dict[int, ServingEstimate] = {}
 
-            def estimate(batch: int) -> ServingEstimate:
-                key = (tp, pp, ep, batch)
-                if key not in estimates:
-                    estimates[key] = serving_estimate(arch, accel, w.precision, s.kv_cache_precision, tp, pp, batch,
-                                                      s.prompt_tokens, s.output_tokens, itype, s.prefix_hit_share, ep,
-                                                      speculation)
-                return estimates[key]
+    def capacity(self, n: int) -> int:
+        return n * self.per_node if self.step == 1 else n // self.step
 
-            def memory_at(n: int):
-                peak = spread_at(n).peak
-                kv_tokens = serving_kv_tokens(s, neuron, peak)  # serving.kv_sizing (planner/search/kv_sizing.py)
-                base = inference_memory(arch, w.precision, s.kv_cache_precision, tp, pp, peak, kv_tokens, neuron, ep)
-                draft_weights, draft_kv = draft_memory_bytes(speculation, w.precision, s.kv_cache_precision, tp,
-                                                             peak, kv_tokens)
-                return replace(base, weights=base.weights + draft_weights, kv_cache=base.kv_cache + draft_kv)
+    def spread_at(self, n: int) -> Spread:
+        return Spread.of(self.w.serving.concurrent_requests, min(self.w.layout.replicas or self.capacity(n),
+                                                                 self.capacity(n)))
 
-            def fits_one_sequence() -> bool:
-                """More nodes help memory only if a replica holding one sequence fits."""
-                return inference_memory(arch, w.precision, s.kv_cache_precision, tp, pp, 1, s.max_context_tokens,
-                                        neuron, ep).total <= usable
+    def estimate(self, batch: int) -> ServingEstimate:
+        if batch not in self.estimates:
+            w, s = self.w, self.w.serving
+            self.estimates[batch] = serving_estimate(w.architecture, self.accel, w.precision, s.kv_cache_precision,
+                                                     self.tp, self.pp, batch, s.prompt_tokens, s.output_tokens,
+                                                     self.itype, s.prefix_hit_share, self.ep, self.speculation)
+        return self.estimates[batch]
 
-            def targets_met(n: int) -> bool:
-                spread = spread_at(n)
-                e = estimate(spread.peak)  # the busiest replica sets the latencies
-                slow = _slow_factors(w, neuron)
-                return ((s.target_output_tokens_per_s is None or aggregate_tokens_per_s(spread, estimate, neuron)
-                         / slow["serving tokens/s"] >= s.target_output_tokens_per_s)
-                        and (s.max_time_to_first_token_ms is None
-                             or e.time_to_first_token_s * 1e3 * slow["TTFT"] <= s.max_time_to_first_token_ms)
-                        and (s.max_inter_token_latency_ms is None
-                             or e.inter_token_latency_s * 1e3 * slow["ITL"] <= s.max_inter_token_latency_ms))
+    def memory_at(self, n: int):
+        w, s = self.w, self.w.serving
+        peak = self.spread_at(n).peak
+        kv_tokens = serving_kv_tokens(s, self.neuron, peak)  # serving.kv_sizing (planner/search/kv_sizing.py)
+        base = inference_memory(w.architecture, w.precision, s.kv_cache_precision, self.tp, self.pp, peak, kv_tokens,
+                                self.neuron, self.ep)
+        draft_weights, draft_kv = draft_memory_bytes(self.speculation, w.precision, s.kv_cache_precision, self.tp,
+                                                     peak, kv_tokens)
+        return replace(base, weights=base.weights + draft_weights, kv_cache=base.kv_cache + draft_kv)
 
-            # Search in units of `step` nodes, up to the point where every request has its own replica.
-            def units_for(replicas: int) -> int:
-                return math.ceil(replicas / per_node) if step == 1 else replicas
+    def fits_one_sequence(self) -> bool:
+        """More nodes help memory only if a replica holding one sequence fits."""
+        w, s = self.w, self.w.serving
+        return inference_memory(w.architecture, w.precision, s.kv_cache_precision, self.tp, self.pp, 1,
+                                s.max_context_tokens, self.neuron, self.ep).total <= self.usable
 
-            if pins.nodes is not None:
-                if pins.nodes % step:
-                    continue
-                lo = hi = pins.nodes // step
-                if pins.replicas and pins.replicas > capacity(pins.nodes):
-                    miss = Miss(f"layout.replicas {pins.replicas} do not fit {pins.nodes} node(s) at TP {tp} × PP {pp} "
-                                f"({capacity(pins.nodes)} replica(s) at most)", stage=0).nearer(miss)
-                    continue
-            elif pins.replicas is not None:
-                lo = hi = units_for(pins.replicas)
-            else:
-                lo, hi = 1, min(units_for(s.concurrent_requests), c.max_nodes // step)
-            capped = pins.nodes is None and pins.replicas is None and units_for(s.concurrent_requests) > hi
-            cap = f" at {node_cap_note(c.max_nodes)}" if capped else ""
-            if hi < lo or hi * step > c.max_nodes:
-                nodes = max(hi, lo) * step
-                miss = Miss(f"needs {nodes} nodes at TP {tp} × PP {pp}, over {node_cap_note(c.max_nodes)}",
-                            nodes / c.max_nodes).nearer(miss)
-                continue
-            fit = _first_true(lo, hi, lambda u: memory_at(u * step).total <= usable)
-            if fit is None:
-                need = memory_at(hi * step).total
-                miss = memory_miss(itype, accel, usable, need, f"at TP {tp} × PP {pp} with {spread_at(hi * step).peak} "
-                                   f"sequences of {serving_kv_tokens(s, neuron, spread_at(hi * step).peak)} tokens per replica"
-                                   f"{cap if fits_one_sequence() else ''}").nearer(miss)
-                continue
-            good = _first_true(fit, hi, lambda u: targets_met(u * step))
-            if good is None:
-                spread = spread_at(hi * step)
-                short = _target_miss(w, estimate(spread.peak), aggregate_tokens_per_s(spread, estimate, neuron), hi * step,
-                                     tp, pp, neuron)
-                miss = replace(short, reason=short.reason + cap).nearer(miss)
-                continue
-            def candidate_at(nodes: int) -> Candidate:
-                spread = spread_at(nodes)
-                usd_per_hour = nodes * price.usd_per_hour
-                return Candidate(itype, accel, price, nodes, tp, pp, 1, spread.replicas, memory_at(nodes), usable,
-                                 estimate(spread.peak), usd_per_hour, usd_per_hour, batch_per_replica=spread.peak,
-                                 output_tokens_per_s=aggregate_tokens_per_s(spread, estimate, neuron),
-                                 sequences_in_flight=spread.in_flight, purchase=price.purchase, ep=ep)
+    def targets_met(self, n: int) -> bool:
+        s = self.w.serving
+        spread = self.spread_at(n)
+        e = self.estimate(spread.peak)  # the busiest replica sets the latencies
+        slow = _slow_factors(self.w, self.neuron)
+        return ((s.target_output_tokens_per_s is None or aggregate_tokens_per_s(spread, self.estimate, self.neuron)
+                 / slow["serving tokens/s"] >= s.target_output_tokens_per_s)
+                and (s.max_time_to_first_token_ms is None
+                     or e.time_to_first_token_s * 1e3 * slow["TTFT"] <= s.max_time_to_first_token_ms)
+                and (s.max_inter_token_latency_ms is None
+                     or e.inter_token_latency_s * 1e3 * slow["ITL"] <= s.max_inter_token_latency_ms))
 
-            cand = candidate_at(good * step)
-            if collect is not None:
-                collect.append(cand)
-                collect.extend(candidate_at(u * step) for u in range(good + 1, hi + 1))
-            if best is None or cand.rank_key < best.rank_key:
-                best = cand
-    if best is not None:
-        return best
-    return miss or Miss("no layout of this type fits the pins in layout:")
+    def units_for(self, replicas: int) -> int:
+        """Nodes (in units of `step`) that hold this many replicas."""
+        return math.ceil(replicas / self.per_node) if self.step == 1 else replicas
+
+    def search(self) -> tuple[int, int] | Miss | None:
+        """(fewest units that fit and meet the targets, most units worth trying), or why none does; None
+        when the pinned nodes do not come in whole replicas of this shape. Units are `step` nodes, up to
+        the point where every request has its own replica."""
+        s, c, pins, step, tp, pp = self.w.serving, self.w.constraints, self.w.layout, self.step, self.tp, self.pp
+        if pins.nodes is not None:
+            if pins.nodes % step:
+                return None
+            lo = hi = pins.nodes // step
+            if pins.replicas and pins.replicas > self.capacity(pins.nodes):
+                return Miss(f"layout.replicas {pins.replicas} do not fit {pins.nodes} node(s) at TP {tp} × PP {pp} "
+                            f"({self.capacity(pins.nodes)} replica(s) at most)", stage=0)
+        elif pins.replicas is not None:
+            lo = hi = self.units_for(pins.replicas)
+        else:
+            lo, hi = 1, min(self.units_for(s.concurrent_requests), c.max_nodes // step)
+        capped = pins.nodes is None and pins.replicas is None and self.units_for(s.concurrent_requests) > hi
+        cap = f" at {node_cap_note(c.max_nodes)}" if capped else ""
+        if hi < lo or hi * step > c.max_nodes:
+            nodes = max(hi, lo) * step
+            return Miss(f"needs {nodes} nodes at TP {tp} × PP {pp}, over {node_cap_note(c.max_nodes)}",
+                        nodes / c.max_nodes)
+        fit = _first_true(lo, hi, lambda u: self.memory_at(u * step).total <= self.usable)
+        if fit is None:
+            peak = self.spread_at(hi * step).peak
+            return memory_miss(self.itype, self.accel, self.usable, self.memory_at(hi * step).total,
+                               f"at TP {tp} × PP {pp} with {peak} sequences of "
+                               f"{serving_kv_tokens(s, self.neuron, peak)} tokens per replica"
+                               f"{cap if self.fits_one_sequence() else ''}")
+        good = _first_true(fit, hi, lambda u: self.targets_met(u * step))
+        if good is None:
+            spread = self.spread_at(hi * step)
+            short = _target_miss(self.w, self.estimate(spread.peak),
+                                 aggregate_tokens_per_s(spread, self.estimate, self.neuron), hi * step, tp, pp,
+                                 self.neuron)
+            return replace(short, reason=short.reason + cap)
+        return good, hi
+
+    def candidate_at(self, nodes: int, price: UnitPrice) -> Candidate:
+        spread = self.spread_at(nodes)
+        usd_per_hour = nodes * price.usd_per_hour
+        return Candidate(self.itype, self.accel, price, nodes, self.tp, self.pp, 1, spread.replicas,
+                         self.memory_at(nodes), self.usable, self.estimate(spread.peak), usd_per_hour, usd_per_hour,
+                         batch_per_replica=spread.peak,
+                         output_tokens_per_s=aggregate_tokens_per_s(spread, self.estimate, self.neuron),
+                         sequences_in_flight=spread.in_flight, purchase=price.purchase, ep=self.ep)
 
 
 def node_cap_note(max_nodes: int) -> str:

@@ -51,32 +51,37 @@ def global_batch_sequences(w: Workload) -> int:
     tokens = t.global_batch_tokens or DEFAULT_BATCH_TOKENS[w.kind]
     return max(1, round(tokens / t.sequence_length))
 
+
 def best_training(w: Workload, itype: InstanceType, accel: Accelerator, prices: TypePrices,
                   collect: list[Candidate] | None = None) -> Candidate | Miss:
     """The cheapest run on this type; with `collect`, every feasible (TP, PP, nodes) run is appended to
     it too (larger node counts cost more per run but finish sooner: the frontier)."""
+    ruled = _type_rules(w, itype, accel)
+    if isinstance(ruled, Miss):
+        return ruled
+    nodes_options, single_node_only = ruled
+    search = _TrainingSearch(w, itype, accel, prices, collect, nodes_options)
+    for tp in search.tps:
+        for pp in search.pps:
+            if pp <= w.architecture.layers:
+                search.walk_nodes(tp, pp)
+    if search.best is not None:
+        return search.best
+    miss = search.miss
+    if single_node_only:
+        return Miss(f"{miss.reason}; {single_node_only}", miss.shortfall, stage=miss.stage) if miss else Miss(single_node_only)
+    return miss or Miss("no layout of this type fits the pins in layout:")
+
+
+def _type_rules(w: Workload, itype: InstanceType, accel: Accelerator) -> Miss | tuple[tuple[int, ...], str | None]:
+    """The node counts worth trying on this type (and why multi-node ones were dropped), or the pin or
+    roof that rules the type out whatever the layout."""
     arch, t, c, pins = w.architecture, w.training, w.constraints, w.layout
     apn = itype.accelerators_per_node
-    usable = accel.memory_bytes * (1 - c.memory_headroom)
-    # constraints.confidence likely: the memory must fit at the high edge of memory.band
-    grow = memory_fit_factor("neuron" if accel.is_neuron else "gpu", c.confidence)
-    fit_usable = usable / grow
-    fit_edge = f" (estimate × {grow:.2f}, the 80% band's high edge: confidence likely)" if grow > 1 else ""
-    setup = TrainingSetup(t.method, w.precision, t.optimizer, t.grad_precision, t.lora_rank, t.sequence_length)
-    seqs = global_batch_sequences(w)
-    work = training_work(arch, setup)
-    flash = accel.supports.flash_attention
-    ckpts = CHECKPOINTING if t.activation_checkpointing == "auto" else (t.activation_checkpointing,)
-    neuron = accel.is_neuron
-    # constraints.confidence likely: the deadline must hold at the slow edge of the 80% band
-    slow = slow_factor("neuron" if neuron else "gpu", "training", c.confidence)
-    edge = " (likely: the 80% band's slow edge)" if c.confidence == "likely" else ""
-    stages = NEURON_ZERO_STAGES if neuron else (0, 1, 2, 3)
+    stages = NEURON_ZERO_STAGES if accel.is_neuron else (0, 1, 2, 3)
     if pins.zero_stage is not None and pins.zero_stage not in stages:
         return Miss(f"layout.zero_stage {pins.zero_stage}: NeuronX Distributed shards optimizer states only "
                     f"(ZeRO-1); stages {', '.join(map(str, stages))} run on {accel.name}")
-    zeros = (pins.zero_stage,) if pins.zero_stage is not None else stages
-    mbs = (pins.micro_batch,) if pins.micro_batch else MICRO_BATCHES
     nodes_options = (pins.nodes,) if pins.nodes else node_counts(c.max_nodes)
     single_node_only = None
     if not itype.multi_node and any(n > 1 for n in nodes_options):
@@ -94,110 +99,142 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, prices: 
                    f"{t.deadline_hours:g} h (needs ≥ {floor_devices:,.0f} {accel.name})")
             return Miss(f"{why}; {single_node_only}" if single_node_only else why, floor_devices / (most * apn), stage=2)
         nodes_options = reachable
-    pps = (pins.pipeline_parallel,) if pins.pipeline_parallel else pipeline_options(arch.layers)
-    tps = tensor_parallel_options(apn, arch.attention_heads, pins.tensor_parallel, neuron)
-    if not tps:
+    if not tensor_parallel_options(apn, arch.attention_heads, pins.tensor_parallel, accel.is_neuron):
         return Miss(pinned_tp_miss(pins.tensor_parallel, apn, arch.attention_heads) if pins.tensor_parallel else
                     f"no TP degree divides both {apn} devices and {arch.attention_heads} heads")
     if pins.nodes and pins.nodes > c.max_nodes:
         return Miss(f"layout.nodes {pins.nodes} is over constraints.max_nodes {c.max_nodes} (the node cap; raise it, up to 4096)")
-    best: Candidate | None = None
-    best_usd: float | None = None  # best.rank_key[0]
-    miss: Miss | None = None
+    return nodes_options, single_node_only
 
-    sized = memory_table(arch, setup, flash, neuron)
-    fits = fit_table(arch, setup, w.precision, seqs, itype, accel, fit_usable)
 
-    def memory(tp, pp, dp, zero, mb, ck, ep=1, virtual_stages=1):
-        m = math.ceil(seqs / (dp * mb))
+_STOP = "stop"  # a node count after which no larger one can fit this (TP, PP)
+
+
+class _TrainingSearch:
+    """One type's search state: the options it walks, the memory it has sized, the best run and the
+    nearest miss so far."""
+
+    def __init__(self, w: Workload, itype: InstanceType, accel: Accelerator, prices: TypePrices,
+                 collect: list[Candidate] | None, nodes_options: tuple[int, ...]):
+        arch, t, c, pins = w.architecture, w.training, w.constraints, w.layout
+        self.w, self.itype, self.accel, self.prices, self.collect = w, itype, accel, prices, collect
+        self.nodes_options, neuron = nodes_options, accel.is_neuron
+        platform = "neuron" if neuron else "gpu"
+        self.usable = accel.memory_bytes * (1 - c.memory_headroom)
+        # constraints.confidence likely: the memory must fit at the high edge of memory.band
+        self.grow = memory_fit_factor(platform, c.confidence)
+        self.fit_usable = self.usable / self.grow
+        self.fit_edge = f" (estimate × {self.grow:.2f}, the 80% band's high edge: confidence likely)" \
+            if self.grow > 1 else ""
+        self.setup = TrainingSetup(t.method, w.precision, t.optimizer, t.grad_precision, t.lora_rank, t.sequence_length)
+        self.seqs = global_batch_sequences(w)
+        self.work = training_work(arch, self.setup)
+        self.ckpts = CHECKPOINTING if t.activation_checkpointing == "auto" else (t.activation_checkpointing,)
+        # constraints.confidence likely: the deadline must hold at the slow edge of the 80% band
+        self.slow = slow_factor(platform, "training", c.confidence)
+        self.edge = " (likely: the 80% band's slow edge)" if c.confidence == "likely" else ""
+        self.zeros = (pins.zero_stage,) if pins.zero_stage is not None else (NEURON_ZERO_STAGES if neuron else (0, 1, 2, 3))
+        self.mbs = (pins.micro_batch,) if pins.micro_batch else MICRO_BATCHES
+        self.pps = (pins.pipeline_parallel,) if pins.pipeline_parallel else pipeline_options(arch.layers)
+        self.tps = tensor_parallel_options(itype.accelerators_per_node, arch.attention_heads, pins.tensor_parallel, neuron)
+        self.sized = memory_table(arch, self.setup, accel.supports.flash_attention, neuron)
+        self.fits = fit_table(arch, self.setup, w.precision, self.seqs, itype, accel, self.fit_usable)
+        self.best: Candidate | None = None
+        self.best_usd: float | None = None  # best.rank_key[0]
+        self.miss: Miss | None = None
+
+    def memory(self, tp, pp, dp, zero, mb, ck, ep=1, virtual_stages=1):
+        """(micro-batches per step, memory) of one layout, sized once per search (planner/search/tables.py)."""
+        m = math.ceil(self.seqs / (dp * mb))
         key = (tp, pp, dp, zero, mb, m, ck, ep, virtual_stages)
-        if (mem := sized.get(key)) is None:
-            mem = sized[key] = training_memory(arch, setup, tp, pp, dp, zero, mb, m, ck, flash,
-                                               virtual_stages, neuron, ep)
+        if (mem := self.sized.get(key)) is None:
+            mem = self.sized[key] = training_memory(self.w.architecture, self.setup, tp, pp, dp, zero, mb, m, ck,
+                                                    self.accel.supports.flash_attention, virtual_stages,
+                                                    self.accel.is_neuron, ep)
         return m, mem
 
-    for tp in tps:
-        for pp in pps:
-            if pp > arch.layers:
-                continue
-            worse_in_a_row = 0  # see NODE_PATIENCE
-            for nodes in nodes_options:
-                if collect is None and worse_in_a_row >= NODE_PATIENCE:
-                    break
-                devices = nodes * apn
-                if devices % (tp * pp):
-                    continue
-                dp = devices // (tp * pp)
-                if pins.data_parallel and dp != pins.data_parallel:
-                    continue
-                if dp * min(mbs) > seqs:
-                    miss = Miss(f"a global batch of {seqs} sequences cannot feed {dp} data-parallel ranks "
-                                f"at {nodes} nodes (raise training.global_batch_tokens)", dp * min(mbs) / seqs).nearer(miss)
-                    break
-                eps = ep_options(arch, t.method, dp, pins.expert_parallel, tp)  # MoE: TP-only experts, or EP
-                if not eps:
-                    miss = Miss(ep_pin_miss(arch, pins.expert_parallel, tp, dp)).nearer(miss)
-                    continue
-                _, lean = memory(tp, pp, dp, max(zeros), min(mbs), ckpts[-1], max(eps))
-                if lean.total > fit_usable:
-                    if best is None:  # a miss is only reported when nothing fits (then best stays None)
-                        miss = memory_miss(itype, accel, usable, lean.total * grow,
-                                           f"at {nodes} node(s), TP {tp} × PP {pp} × DP {dp}{ep_text(max(eps))}, "
-                                           f"ZeRO-{max(zeros)}, micro-batch {min(mbs)}, {ckpts[-1]} recompute"
-                                           f"{fit_edge}").nearer(miss)
-                    continue
-                fit_key = (tp, pp, dp, ckpts, zeros, mbs, eps)
-                if fit_key in fits:
-                    found = fits[fit_key]
-                else:
-                    found = fits[fit_key] = _fastest_fit(arch, itype, accel, w, setup, work, fit_usable, tp, pp,
-                                                         dp, seqs, ckpts, zeros, mbs, memory, eps)
-                if found is None:
-                    continue
-                layout, mem, est = found
-                time_to_train_s = t.tokens / est.tokens_per_s
-                verdict = None if best_usd is None or collect is not None else prices.verdict(
-                    nodes, time_to_train_s, est.tokens_per_s, best_usd, slow)
-                if verdict is not None:  # what its pricing would conclude (it cannot be the best)
-                    worse_in_a_row += verdict == "worse"
-                    continue
-                offer = prices.offer(nodes, time_to_train_s, est.tokens_per_s,
-                                     mem.weights + mem.gradients + mem.optimizer, itype.accelerators_per_node)
-                if offer.refusal:
-                    miss = Miss(offer.refusal, offer.refusal_shortfall, stage=2).nearer(miss)
-                    continue
-                quotes = offer.quotes
-                if not quotes:
-                    miss = Miss("; ".join(offer.reasons), stage=2).nearer(miss)
-                    continue
-                in_time = [q for q in quotes if not t.deadline_hours or q.wall_s * slow <= t.deadline_hours * 3600]
-                if not in_time:
-                    fastest = min(quotes, key=lambda q: q.wall_s)
-                    miss = Miss(f"{fastest.wall_s * slow / 3600:,.0f} h to train{edge} > deadline {t.deadline_hours:g} h at "
-                                f"{nodes} node(s), TP {tp} × PP {pp} × DP {dp}"
-                                + (f" ({fastest.purchase})" if len(prices.book) > 1 or fastest.purchase != "on-demand" else ""),
-                                fastest.wall_s * slow / (t.deadline_hours * 3600), stage=2).nearer(miss)
-                    continue
-                quote = in_time[0]
-                storage_h = offer.storage_usd_per_hour
-                cand = Candidate(itype, accel, prices.book[quote.purchase], nodes, tp, pp, dp, 1, mem, usable, est,
-                                 nodes * quote.usd_per_instance_hour, quote.usd_per_run + storage_h * quote.wall_s / 3600,
-                                 storage_usd_per_hour=storage_h, zero=layout[0],
-                                 micro_batch=layout[1], microbatches=layout[2], checkpointing=layout[3],
-                                 pipeline_schedule=layout[5] if pp > 1 else None,
-                                 virtual_stages=layout[6] if pp > 1 and layout[5] == "interleaved" else None,
-                                 purchase=quote.purchase, wall_s=quote.wall_s, train_ep=layout[4])
-                improved = best is None or cand.rank_key < best.rank_key
+    def walk_nodes(self, tp: int, pp: int) -> None:
+        """Node counts smallest first, until NODE_PATIENCE larger ones in a row fail to beat the best."""
+        worse_in_a_row = 0
+        for nodes in self.nodes_options:
+            if self.collect is None and worse_in_a_row >= NODE_PATIENCE:
+                break
+            improved = self.try_nodes(tp, pp, nodes)
+            if improved == _STOP:
+                break
+            if improved is not None:
                 worse_in_a_row = 0 if improved else worse_in_a_row + 1
-                if improved:
-                    best, best_usd = cand, cand.rank_key[0]
-                if collect is not None:
-                    collect.append(cand)
-    if best is not None:
-        return best
-    if single_node_only:
-        return Miss(f"{miss.reason}; {single_node_only}", miss.shortfall, stage=miss.stage) if miss else Miss(single_node_only)
-    return miss or Miss("no layout of this type fits the pins in layout:")
+
+    def try_nodes(self, tp: int, pp: int, nodes: int) -> bool | str | None:
+        """The fastest layout that fits at this node count, priced: True when it became the best, False when
+        it cannot beat it, None when nothing there counts either way, _STOP when no larger count fits."""
+        w, pins, mbs, zeros, ckpts = self.w, self.w.layout, self.mbs, self.zeros, self.ckpts
+        devices = nodes * self.itype.accelerators_per_node
+        if devices % (tp * pp):
+            return None
+        dp = devices // (tp * pp)
+        if pins.data_parallel and dp != pins.data_parallel:
+            return None
+        if dp * min(mbs) > self.seqs:
+            self.miss = Miss(f"a global batch of {self.seqs} sequences cannot feed {dp} data-parallel ranks "
+                             f"at {nodes} nodes (raise training.global_batch_tokens)", dp * min(mbs) / self.seqs).nearer(self.miss)
+            return _STOP
+        eps = ep_options(w.architecture, w.training.method, dp, pins.expert_parallel, tp)  # MoE: TP-only experts, or EP
+        if not eps:
+            self.miss = Miss(ep_pin_miss(w.architecture, pins.expert_parallel, tp, dp)).nearer(self.miss)
+            return None
+        _, lean = self.memory(tp, pp, dp, max(zeros), min(mbs), ckpts[-1], max(eps))
+        if lean.total > self.fit_usable:
+            if self.best is None:  # a miss is only reported when nothing fits (then best stays None)
+                self.miss = memory_miss(self.itype, self.accel, self.usable, lean.total * self.grow,
+                                        f"at {nodes} node(s), TP {tp} × PP {pp} × DP {dp}{ep_text(max(eps))}, "
+                                        f"ZeRO-{max(zeros)}, micro-batch {min(mbs)}, {ckpts[-1]} recompute"
+                                        f"{self.fit_edge}").nearer(self.miss)
+            return None
+        fit_key = (tp, pp, dp, ckpts, zeros, mbs, eps)
+        if fit_key not in self.fits:
+            self.fits[fit_key] = _fastest_fit(w.architecture, self.itype, self.accel, w, self.setup, self.work,
+                                              self.fit_usable, tp, pp, dp, self.seqs, ckpts, zeros, mbs, self.memory, eps)
+        found = self.fits[fit_key]
+        return None if found is None else self.price_run(tp, pp, dp, nodes, *found)
+
+    def price_run(self, tp: int, pp: int, dp: int, nodes: int, layout: tuple, mem, est) -> bool | None:
+        """The run at its cheapest option that meets the deadline, kept if it beats the best so far."""
+        t, prices, slow = self.w.training, self.prices, self.slow
+        time_to_train_s = t.tokens / est.tokens_per_s
+        verdict = None if self.best_usd is None or self.collect is not None else prices.verdict(
+            nodes, time_to_train_s, est.tokens_per_s, self.best_usd, slow)
+        if verdict is not None:  # what its pricing would conclude (it cannot be the best)
+            return False if verdict == "worse" else None
+        offer = prices.offer(nodes, time_to_train_s, est.tokens_per_s, mem.weights + mem.gradients + mem.optimizer,
+                             self.itype.accelerators_per_node)
+        if offer.refusal or not offer.quotes:
+            self.miss = Miss(offer.refusal or "; ".join(offer.reasons),
+                             offer.refusal_shortfall if offer.refusal else math.inf, stage=2).nearer(self.miss)
+            return None
+        in_time = [q for q in offer.quotes if not t.deadline_hours or q.wall_s * slow <= t.deadline_hours * 3600]
+        if not in_time:
+            fastest = min(offer.quotes, key=lambda q: q.wall_s)
+            self.miss = Miss(f"{fastest.wall_s * slow / 3600:,.0f} h to train{self.edge} > deadline {t.deadline_hours:g} h at "
+                             f"{nodes} node(s), TP {tp} × PP {pp} × DP {dp}"
+                             + (f" ({fastest.purchase})" if len(prices.book) > 1 or fastest.purchase != "on-demand" else ""),
+                             fastest.wall_s * slow / (t.deadline_hours * 3600), stage=2).nearer(self.miss)
+            return None
+        quote, storage_h = in_time[0], offer.storage_usd_per_hour
+        cand = Candidate(self.itype, self.accel, prices.book[quote.purchase], nodes, tp, pp, dp, 1, mem, self.usable, est,
+                         nodes * quote.usd_per_instance_hour, quote.usd_per_run + storage_h * quote.wall_s / 3600,
+                         storage_usd_per_hour=storage_h, zero=layout[0],
+                         micro_batch=layout[1], microbatches=layout[2], checkpointing=layout[3],
+                         pipeline_schedule=layout[5] if pp > 1 else None,
+                         virtual_stages=layout[6] if pp > 1 and layout[5] == "interleaved" else None,
+                         purchase=quote.purchase, wall_s=quote.wall_s, train_ep=layout[4])
+        improved = self.best is None or cand.rank_key < self.best.rank_key
+        if improved:
+            self.best, self.best_usd = cand, cand.rank_key[0]
+        if self.collect is not None:
+            self.collect.append(cand)
+        return improved
+
 
 def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, ckpts, zeros, mbs, memory, eps=(1,)):
     """For each EP degree, recompute mode and ZeRO stage, the largest micro-batch that fits; the fastest of those."""
