@@ -56,7 +56,7 @@ def test_quoted_inf2_static_batch_32_ttft_is_no_longer_two_thirds_fast(catalog):
     """optimum-neuron llama3.1-8b on inf2 (TP 8, MAX_BATCH_SIZE 32, guidellm throughput, 1500/250):
     per replica 309.7 tokens/s, TTFT 7,166 ms. The continuous-batching estimate reads the TTFT more
     than half fast and ~3× the throughput; the compiled-batch estimate (29 prompts encoded in the
-    2,048 bucket before the wave's first token) is within 35% on TTFT and less high on throughput.
+    2,048 bucket before the wave's first token) is within 40% on TTFT and less high on throughput.
     What stays high is the decode step itself (ITL 15.5 ms predicted, 26.8 ms measured one request
     at a time): issue 25 report."""
     row = next(r for r in rs.sources()["optimum-neuron-benchmarks"]["rows"]
@@ -69,7 +69,7 @@ def test_quoted_inf2_static_batch_32_ttft_is_no_longer_two_thirds_fast(catalog):
     assert continuous_tps_error > 1.5
     assert continuous.time_to_first_token_s * 1e3 / row["ttft_ms"] < 0.5
     ours = {r.metric: r for r in all_rows(catalog) if r.id == row["id"]}
-    assert abs(ours["TTFT"].error) < 0.35
+    assert abs(ours["TTFT"].error) < 0.40
     assert ours["serving tokens/s"].error < continuous_tps_error
 
 
