@@ -106,9 +106,10 @@ def _neuron_serving_rows(catalog: Catalog) -> list[Row]:
         itl = decode_step(arch, core, c["precision"], "bf16", c["tp"], 1, b, prompt + out / 2).seconds
         ttft = efficiency.request_overhead_s(core) + prefill_s(arch, core, c["precision"], c["tp"], 1, prompt, prompts=b)
         setup = f"{c['model']} {c['instance_type']} TP{c['tp']} {c['precision']} b={b} {prompt}/{out}"
-        rows += [Row(c["id"], "serving tokens/s", c["source"], setup, b * out / (ttft + (out - 1) * itl), c["tokens_per_s"], "neuron"),
-                 Row(c["id"], "TTFT", c["source"], setup, ttft * 1e3, c["ttft_ms"], "neuron"),
-                 Row(c["id"], "ITL", c["source"], setup, itl * 1e3, c["itl_ms"], "neuron")]
+        part = catalog.instance(c["instance_type"]).accelerator
+        rows += [Row(c["id"], "serving tokens/s", c["source"], setup, b * out / (ttft + (out - 1) * itl), c["tokens_per_s"], "neuron", part),
+                 Row(c["id"], "TTFT", c["source"], setup, ttft * 1e3, c["ttft_ms"], "neuron", part),
+                 Row(c["id"], "ITL", c["source"], setup, itl * 1e3, c["itl_ms"], "neuron", part)]
     return rows
 
 
@@ -131,7 +132,7 @@ def _neuron_training_rows(catalog: Catalog) -> list[Row]:
         estimate = predict_neuron_training(catalog, c)
         setup = f"{c['model']} {c['instance_type']} ×{c['nodes']} TP{c['tp']} PP{c['pp']} DP{c['dp']} ZeRO-1"
         rows.append(Row(c["id"], "training sequences/s", c["source"], setup, estimate.tokens_per_s / c["seq"],
-                        c["sequences_per_s"], "neuron"))
+                        c["sequences_per_s"], "neuron", catalog.instance(c["instance_type"]).accelerator))
     return rows
 
 

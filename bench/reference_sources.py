@@ -29,10 +29,11 @@ DIR = Path(__file__).resolve().parent / "data" / "reference"
 INSTANCE_FOR = {"A100-40GB": "p4d.24xlarge", "A100-80GB": "p4de.24xlarge", "H100-SXM-80GB": "p5.48xlarge",
                 "H200": "p5en.48xlarge", "A10G": "g5.48xlarge", "L40S": "g6e.48xlarge", "B200": "p6-b200.48xlarge"}
 # Neuron serving rows state TP in NeuronCores (logical ones on Trainium2, LNC=2): predicted per core
-# (catalog.sharded) on the node that carries the part, with the Neuron constants. Trainium2 only: the
-# new-format trn1/inf2 rows (TGI on transformers-neuronx, 2024) stay skipped until their load model
-# is checked (in-sample they read TTFT -94%, throughput +195%; issue 28 report).
-NEURON_INSTANCE_FOR = {"Trainium2": "trn2.48xlarge"}
+# (catalog.sharded) on the row's instance type (else the node that carries the part), with the Neuron
+# constants. Rows served by a model compiled for a static batch (`compiled_batch`: TGI on
+# transformers-neuronx) are predicted by planner/physics/neuron_serving.py (each prompt encoded alone
+# while the batch stalls, issue 25); `itl_definition: llmperf-end-to-end` marks LLMPerf's ITL (TTFT included).
+NEURON_INSTANCE_FOR = {"Trainium2": "trn2.48xlarge", "Inferentia2": "inf2.48xlarge", "Trainium": "trn1.32xlarge"}
 CHECKPOINTING = {"none": "none", "selective": "selective", "full": "full"}
 ARCH_FIELDS = set(Architecture.model_fields)
 
@@ -270,6 +271,7 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
     batch · output ÷ the waves' total time, TTFT and ITL the means over the requests."""
     from planner.physics import efficiency
     from planner.physics.kv_capacity import resident_sequences, static_batch
+    from planner.physics.neuron_serving import compiled_batch_serving, llmperf_itl_s
     from planner.physics.performance import decode_step, prefill_s, serving_estimate
 
     out = []
@@ -279,13 +281,17 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
             arch = _architecture(r)
             neuron = r["accelerator"] in NEURON_INSTANCE_FOR
             if neuron:
-                itype, accel = catalog.sharded(catalog.instance(NEURON_INSTANCE_FOR[r["accelerator"]]))
+                node = r["instance_type"] if catalog.instance(str(r.get("instance_type"))) else NEURON_INSTANCE_FOR[r["accelerator"]]
+                itype, accel = catalog.sharded(catalog.instance(node))
             else:
                 itype = catalog.instance(INSTANCE_FOR[r["accelerator"]])
                 accel = catalog.accelerator(itype.accelerator)
             w, kv = _weights(str(r["precision"])), "fp8" if str(r.get("kv_precision")).startswith("fp8") else "bf16"
             b, prompt, n = r["concurrency"], r["prompt_tokens"], r["output_tokens"]
-            if r["load"] == "closed-loop":
+            if neuron and r.get("compiled_batch"):
+                waves = compiled_batch_serving(arch, accel, w, kv, r["tp"], r["compiled_batch"], b, prompt, n, itype)
+                tps, ttft, itl = waves.output_tokens_per_s, waves.time_to_first_token_s, waves.inter_token_latency_s
+            elif r["load"] == "closed-loop":
                 e = serving_estimate(arch, accel, w, kv, r["tp"], 1, b, prompt, n, itype)
                 tps, ttft, itl = e.output_tokens_per_s_per_replica, e.time_to_first_token_s, e.inter_token_latency_s
             else:  # waves of the sequences whose KV fits at the full context (planner/physics/kv_capacity.py)
@@ -295,6 +301,8 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
                     lambda k: efficiency.request_overhead_s(accel) + prefill_s(arch, accel, w, tp, 1, prompt, itype, prompts=k),
                     lambda k: decode_step(arch, accel, w, kv, tp, 1, k, prompt + n / 2).seconds)
                 tps, ttft, itl = waves.output_tokens_per_s, waves.time_to_first_token_s, waves.inter_token_latency_s
+            if r.get("itl_definition") == "llmperf-end-to-end":
+                itl = llmperf_itl_s(ttft, itl, n)
             setup = f"{r.get('model') or 'custom'} {r['accelerator']} TP{r['tp']} {w} c={b} {prompt}/{n} {r['load']}"
             for metric, predicted, measured in (("serving tokens/s", tps, r.get("tokens_per_s")),
                                                 ("TTFT", ttft * 1e3, r.get("ttft_ms")), ("ITL", itl * 1e3, r.get("itl_ms"))):

@@ -66,21 +66,23 @@ INTER_NODE_RING_STEP_S = 1e-05
 
 # Neuron (Inferentia2, Trainium): no GPU constant above is reused. Fitted on
 # AWS's published Neuron performance tables (transformers-neuronx serving on inf2.48xlarge and
-# trn1.32xlarge; NeuronX Distributed pre-training on trn1.32xlarge), bench/data/reference.yaml.
+# trn1.32xlarge; NeuronX Distributed pre-training on trn1.32xlarge), bench/data/reference.yaml, and
+# TGI-on-Neuron runs (optimum-neuron and philschmid LLMPerf/guidellm, compiled static batches:
+# planner/physics/neuron_serving.py), bench/data/reference/. Trainium2 rows are compared, not fitted.
 # Achieved share of a NeuronCore's HBM bandwidth when decode streams weights and KV cache.
-NEURON_MEMORY_BANDWIDTH_EFFICIENCY = 0.55
+NEURON_MEMORY_BANDWIDTH_EFFICIENCY = 0.92
 # Fixed cost of one collective among NeuronCores (the decode all-reduces are latency-bound: an 8B
 # model at TP 24 reads 0.3 GB per core per step yet takes 6.4 ms, 0.2 ms per layer).
-NEURON_COLLECTIVE_LATENCY_S = 5e-05
+NEURON_COLLECTIVE_LATENCY_S = 0.0001
 # Achieved share of NeuronLink bandwidth in ring collectives.
-NEURON_LINK_EFFICIENCY = 0.6
+NEURON_LINK_EFFICIENCY = 0.45
 # Fixed cost of a request before its first token on Neuron: the host-side launch of the compiled
 # context-encoding graph and its I/O (128-token prompts take 25-29 ms on inf2 for 0.1 GFLOP of work).
-NEURON_REQUEST_OVERHEAD_S = 0.017
+NEURON_REQUEST_OVERHEAD_S = 0.014
 # Share of a NeuronCore's peak BF16 FLOP/s that context encoding (prefill) sustains.
-NEURON_PREFILL_EFFICIENCY = 0.32
+NEURON_PREFILL_EFFICIENCY = 0.41
 # Share of peak BF16 FLOP/s that NeuronX Distributed training GEMMs sustain.
-NEURON_GEMM_EFFICIENCY = 0.4
+NEURON_GEMM_EFFICIENCY = 0.52
 
 
 def gemm_efficiency(accel: Accelerator) -> float:

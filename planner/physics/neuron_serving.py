@@ -1,0 +1,63 @@
+"""Serving on a Neuron model compiled for a static batch, where each new prompt stalls the batch.
+
+A Neuron model is compiled ahead of time for one batch size B (TGI on optimum-neuron's
+transformers-neuronx backend: MAX_BATCH_SIZE; NxD Inference: max_batch_size). Two graphs run
+in turn (AWS Neuron docs, transformers-neuronx developer guide, "Continuous batching", and NxD
+Inference "Model inference: context encoding and token generation"): the context-encoding graph
+encodes a new request's prompt on its own, and while it runs the token-generation graph, which
+decodes all B slots in lock-step, waits. The decode step always runs the compiled shape B, however
+many slots are live.
+
+With identical requests from a closed-loop client (LLMPerf, guidellm), requests arrive together
+and leave together, so the server runs them in waves of k = min(remaining, B): k encodings back
+to back (k × P, every first token of the wave waits for all of them), then output − 1 steps of
+the B-shaped graph. That is `kv_capacity.static_batch` with first_token_s(k) = overhead + k·P and
+step_s(k) = step(B): published trn1 bs8 TTFTs grow 1 : 2 : 3.9 : 7.8 at 1, 2, 4, 8 clients
+(optimum-neuron llama3-70b-trn1.32xlarge CSVs).
+"""
+
+from __future__ import annotations
+
+import math
+
+from planner.hardware.catalog import Accelerator, InstanceType
+from planner.physics import efficiency
+from planner.physics.kv_capacity import StaticBatch, static_batch
+from planner.physics.performance import decode_step, prefill_s
+from planner.workload.presets import Architecture
+
+
+# The smallest context-encoding bucket NxD Inference generates (powers of two from 128 up).
+SMALLEST_BUCKET_TOKENS = 128
+
+
+def context_bucket_tokens(prompt_tokens: int, max_context_tokens: int | None = None) -> int:
+    """The length the compiled context-encoding graph runs a prompt at: the next bucket up, buckets
+    being powers of two from 128 to the compiled maximum (AWS Neuron docs, NxD Inference "Bucketing":
+    without explicit buckets, powers of two up to max_context_length; transformers-neuronx pads to its
+    context_length_estimate buckets the same way). A 1,500-token prompt runs as 2,048."""
+    bucket = max(SMALLEST_BUCKET_TOKENS, 1 << math.ceil(math.log2(max(1, prompt_tokens))))
+    return min(bucket, max_context_tokens) if max_context_tokens else bucket
+
+
+def compiled_batch_serving(arch: Architecture, core: Accelerator, precision: str, kv_precision: str, tp: int,
+                           compiled_batch: int, concurrency: int, prompt_tokens: int, output_tokens: int,
+                           itype: InstanceType | None = None, max_context_tokens: int | None = None) -> StaticBatch:
+    """`concurrency` identical requests on one replica compiled for `compiled_batch` sequences: waves
+    of at most compiled_batch, each prompt encoded alone at its bucket's length (the batch stalls
+    meanwhile), then decoded at the compiled shape (ITL: the mean gap between tokens after the first)."""
+    bucket = max(prompt_tokens, context_bucket_tokens(prompt_tokens, max_context_tokens))
+    encode_one_s = prefill_s(arch, core, precision, tp, 1, bucket, itype, prompts=1)
+    step_s = decode_step(arch, core, precision, kv_precision, tp, 1, compiled_batch,
+                         prompt_tokens + output_tokens / 2, itype=itype).seconds
+    return static_batch(concurrency, compiled_batch, output_tokens,
+                        lambda k: efficiency.request_overhead_s(core) + k * encode_one_s,
+                        lambda k: step_s)
+
+
+def llmperf_itl_s(ttft_s: float, itl_s: float, output_tokens: int) -> float:
+    """What LLMPerf reports as inter-token latency: the sum of every gap *including the first token's*
+    over the output tokens, i.e. end-to-end latency / output tokens (ray-project/llmperf,
+    src/llmperf/ray_clients/openai_chat_completions_client.py: INTER_TOKEN_LAT = sum(time_to_next_token),
+    divided by num_output_tokens in token_benchmark_ray.py)."""
+    return (ttft_s + (output_tokens - 1) * itl_s) / output_tokens
