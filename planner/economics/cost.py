@@ -25,6 +25,20 @@ def deploy_target(kind: str, requested: str) -> str:
     return "sagemaker" if kind == "inference" else "ec2"
 
 
+def type_deploy_target(kind: str, requested: str, itype: InstanceType) -> str:
+    """Where one type deploys: under auto, serving on a type SageMaker hosting does not offer (its catalog
+    sagemaker_hosting, from botocore's ProductionVariantInstanceType enum) runs on EC2 instead of being
+    rejected; an explicit target is kept, and rejects the type where it cannot run."""
+    target = deploy_target(kind, requested)
+    return "ec2" if requested == "auto" and target == "sagemaker" and not itype.sagemaker_hosting else target
+
+
+def ec2_serving_reason(itype: InstanceType) -> str:
+    """The plan's line for a serving plan placed on EC2 by `auto`."""
+    return (f"served on EC2: SageMaker hosting does not offer ml.{itype.name} (botocore 1.44.5 sagemaker "
+            "ProductionVariantInstanceType), so deploy_target auto runs it as an EC2 instance")
+
+
 def purchase_options(kind: str, requested: str) -> tuple[str, ...]:
     if requested != "auto":
         return (requested,)

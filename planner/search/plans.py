@@ -15,7 +15,8 @@ from planner.economics.ownership import rent_vs_buy
 from planner.economics.provisioned import priced
 from planner.economics.price_rule import one_rule_reason, rank_on_one_rule
 from planner.hardware.catalog import Catalog, InstanceType
-from planner.economics.cost import HourlyPrice, deploy_target, price_book, price_vintage_notes, purchase_options, usd_per_million_tokens
+from planner.economics.cost import (HourlyPrice, deploy_target, ec2_serving_reason, price_book, price_vintage_notes,
+                                    purchase_options, type_deploy_target, usd_per_million_tokens)
 from planner.workload.errors import InfeasibleError, NearMiss, SpecError
 from planner.workload.plan import (Alternative, Choice, ModelSummary, Plan, PlanCost, PlanLayout, PlanMemory,
                                    PlanPerformance, Rejection)
@@ -98,7 +99,7 @@ def plan_workload(w: Workload, catalog: Catalog) -> Plan:
     plan = build_plan(w, chosen, catalog, target, feasible[1:1 + ALTERNATIVES], misses, feasible[1 + ALTERNATIVES:])
     plan.cost.ranking_rule = rule
     if w.kind == "inference":
-        plan.kv_sizing, kv_warnings = kv_sizing_section(w, chosen, target)
+        plan.kv_sizing, kv_warnings = kv_sizing_section(w, chosen, chosen.deploy_target or target)
         plan.warnings += kv_warnings
     if defaulted:
         plan.warnings.insert(0, defaulted)
@@ -153,19 +154,21 @@ def search_types(w: Workload, catalog: Catalog, target: str,
     misses: dict[str, Miss] = {}
     budget = w.constraints.max_usd_per_month
     for itype in catalog.instance_types:
-        gate = _type_gate(w, itype, catalog, target)
+        target_of = type_deploy_target(w.kind, w.constraints.deploy_target, itype) if target == "sagemaker" else target
+        gate = _type_gate(w, itype, catalog, target_of)
         if isinstance(gate, Miss):
             misses[itype.name] = gate
             continue
         sharded, device = catalog.sharded(itype)  # NeuronCores on Neuron types, GPUs elsewhere
         pool: list[Candidate] | None = [] if collect is not None else None
-        found = best_inference(w, sharded, device, next(iter(gate.values())), target, pool) if w.kind == "inference" else \
+        found = best_inference(w, sharded, device, next(iter(gate.values())), target_of, pool) if w.kind == "inference" else \
             best_training(w, sharded, device, gate, pool)
         if pool:
             collect.extend(c for c in pool if budget is None or c.usd_per_hour * _hours(w) <= budget)
         if isinstance(found, Miss):
             misses[itype.name] = found
             continue
+        found.deploy_target = target_of
         if host := host_memory_miss(w, found):
             misses[itype.name] = host
             continue
@@ -236,6 +239,7 @@ def _hours(w: Workload) -> float:
 def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alternatives: list[Candidate], misses: dict[str, Miss],
           also_feasible: list[Candidate]) -> Plan:
     arch, accel, perf = w.architecture, cand.accel, cand.perf
+    target = cand.deploy_target or target
     hours = _hours(w)
     required = cand.memory.total
     chips = catalog.instance(cand.itype.name).accelerators_per_node
@@ -246,8 +250,10 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
                     reason=why_chosen(cand, alternatives[0] if alternatives else None, w.kind))
     ranked = [c.price for c in alternatives + also_feasible]
     vintage_reasons, vintage_warnings = price_vintage_notes(cand.price, ranked, catalog.newest_price_date)
-    if cand.ranking_objective is not None:  # the rule replaced the mixed ranking the notes describe
+    if cand.ranking_objective is not None and target == "sagemaker":  # the rule replaced the mixed ranking the notes describe
         vintage_reasons = [one_rule_reason(catalog, cand)]
+    if target == "ec2" and w.kind == "inference" and w.constraints.deploy_target == "auto":
+        vintage_reasons.append(ec2_serving_reason(cand.itype))
     if vintage_reasons:
         choice.reason += "; " + "; ".join(vintage_reasons)
     platform = "neuron" if accel.is_neuron else "gpu"
