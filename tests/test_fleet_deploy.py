@@ -233,3 +233,52 @@ def test_ec2_serving_node_policy_passes_parliament_and_scripts_pass_shellcheck(t
     result = subprocess.run([_shellcheck(), "--severity=style", str(script)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
     assert node_policy  # the component's own function wrote it
+
+
+def _resources(stack):
+    from policies.resources import Resource
+
+    return [Resource(r.type, r.name, copy.deepcopy(r.inputs), r.urn, r.parent, dict(r.dependencies))
+            for r in stack.resources]
+
+
+def _mandatory(resources):
+    from policies.rules import evaluate
+
+    return [(v.policy, v.resource, v.message) for v in evaluate(resources, None) if v.level == "mandatory"]
+
+
+def test_policy_pack_passes_the_ec2_serving_deployment_and_reads_its_engine_settings():
+    import base64
+
+    resources = _resources(run_program(_stack(G6F_SERVING, {"svc": {"hfModelId": "Qwen/Qwen3-8B"}})))
+    assert _mandatory(resources) == []
+    [template] = [r for r in resources if r.type == "aws:ec2/launchTemplate:LaunchTemplate"]
+    script = base64.b64decode(template.props["userData"]).decode()
+    # the container told to run 64 sequences of 32k tokens no longer fits the 11.2 GiB slice: the pack
+    # sizes from the user data's engine settings, not from the tags
+    script = script.replace("OPTION_MAX_ROLLING_BATCH_SIZE=2", "OPTION_MAX_ROLLING_BATCH_SIZE=64") \
+        .replace("OPTION_MAX_MODEL_LEN=2048", "OPTION_MAX_MODEL_LEN=32768")
+    template.props["userData"] = base64.b64encode(script.encode()).decode()
+    found = [f for f in _mandatory(resources) if f[0] == "accelerator-memory-fits"]
+    assert any("g6f.4xlarge has 11.2 GiB" in message for _, _, message in found), found
+    assert any("batch=2 but the engine's batch size is 64" in message for _, _, message in found), found
+
+
+def test_policy_pack_blocks_ec2_serving_without_imdsv2_or_with_open_ingress():
+    resources = _resources(run_program(_stack(G6F_SERVING, {"svc": {"hfModelId": "Qwen/Qwen3-8B"}})))
+    [template] = [r for r in resources if r.type == "aws:ec2/launchTemplate:LaunchTemplate"]
+    template.props["metadataOptions"]["httpTokens"] = "optional"
+    [sg] = [r for r in resources if r.type == "aws:ec2/securityGroup:SecurityGroup"]
+    sg.props["ingress"][0]["cidrBlocks"] = ["0.0.0.0/0"]
+    template.props["blockDeviceMappings"][1]["ebs"]["encrypted"] = "false"
+    assert {p for p, _, _ in _mandatory(resources)} == {"secure-defaults"}
+    messages = " ".join(m for _, _, m in _mandatory(resources))
+    assert "0.0.0.0/0" in messages and "IMDSv2" in messages and "encrypt" in messages.lower(), messages
+
+
+def test_policy_pack_sizes_ultraserver_members_as_their_ultraserver(tmp_path):
+    catalog = _rate_card(tmp_path, "u-p6e-gb200x36", 400.0, "ec2")
+    deploy = {"big": {"hfModelId": "meta-llama/Llama-3.1-70B-Instruct", "capacityBlockId": "cr-0123456789abcdef0"}}
+    resources = _resources(run_program(_stack(_gb200_serving(), deploy, catalog)))
+    assert [f for f in _mandatory(resources) if f[0] == "accelerator-memory-fits"] == []
