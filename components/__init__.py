@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from importlib import import_module
 
-__all__ = ["InferenceEndpoint", "InferenceEndpointArgs", "TrainingCluster", "TrainingClusterArgs"]
-_HOMES = {"InferenceEndpoint": "components.inference", "InferenceEndpointArgs": "components.inference",
+__all__ = ["Ec2InferenceArgs", "Ec2InferenceServer", "InferenceEndpoint", "InferenceEndpointArgs", "TrainingCluster", "TrainingClusterArgs"]
+_HOMES = {"Ec2InferenceServer": "components.ec2_inference", "Ec2InferenceArgs": "components.ec2_inference",
+          "InferenceEndpoint": "components.inference", "InferenceEndpointArgs": "components.inference",
           "TrainingCluster": "components.training", "TrainingClusterArgs": "components.training"}
 
 

@@ -51,6 +51,8 @@ class Deployment(BaseModel):
     network_isolation: bool = False
     protect: bool = False
     renamed_from: str | None = Field(default=None, min_length=1)
+    # EC2 serving (components/ec2_inference.py): who may reach the serving port; None: the VPC's CIDR
+    allowed_cidr: str | None = None
     # training clusters
     subnet_id: str | None = None
     capacity_reservation_id: str | None = None
@@ -90,6 +92,21 @@ class Deployment(BaseModel):
         if value is not None and not RESERVATION_ID.match(value):
             raise ValueError("must be a capacity reservation id (cr- and 8 or 17 hex digits; a Capacity Block "
                              "is a reservation too)")
+        return value
+
+    @field_validator("allowed_cidr")
+    @classmethod
+    def _cidr(cls, value: str | None) -> str | None:
+        import ipaddress
+
+        if value is None:
+            return value
+        try:
+            network = ipaddress.ip_network(value, strict=False)
+        except ValueError:
+            raise ValueError("must be a CIDR block such as 10.0.0.0/16") from None
+        if network.prefixlen == 0:
+            raise ValueError("must not be the whole internet (0.0.0.0/0 or ::/0): the serving port stays private")
         return value
 
     @field_validator("image_uri")

@@ -20,7 +20,7 @@ import os
 import pulumi
 import pulumi_aws as aws
 
-from components import InferenceEndpoint, InferenceEndpointArgs, TrainingCluster, TrainingClusterArgs
+from components import Ec2InferenceArgs, Ec2InferenceServer, InferenceEndpoint, InferenceEndpointArgs, TrainingCluster, TrainingClusterArgs
 from components.config import Deployment, read_deployments, read_stack_settings
 from planner import InfeasibleError, SpecError, plan_workloads
 from planner.hardware import catalog as catalog_mod
@@ -68,6 +68,21 @@ def _component_opts(deploy: Deployment) -> pulumi.ResourceOptions | None:
     return pulumi.ResourceOptions(aliases=[pulumi.Alias(name=deploy.renamed_from)]) if deploy.renamed_from else None
 
 
+def _ec2_serving(workload, plan, deploy: Deployment, catalog, config: pulumi.Config, region: str, tags: dict):
+    """A serving plan on EC2 (a type SageMaker does not host, or deploy_target ec2)."""
+    subnets = config.get_object("subnetIds") or []
+    if not config.get("vpcId") or not (deploy.subnet_id or subnets):
+        fail("gpuplan:vpcId / gpuplan:subnetIds", "serving on EC2 needs a VPC and a subnet: set gpuplan:vpcId and "
+             f"gpuplan:subnetIds (or gpuplan:deployments.{workload.name}.subnetId)")
+    return Ec2InferenceServer(workload.name, Ec2InferenceArgs(
+        plan=plan, instance=catalog.instance(plan.choice.instance_type), region=region, vpc_id=config.get("vpcId"),
+        subnet_id=deploy.subnet_id or subnets[0], tags=tags, output_tokens=workload.serving.output_tokens,
+        headroom=workload.constraints.memory_headroom, model_data_url=deploy.model_data_url,
+        hf_model_id=deploy.hf_model_id, image_uri=deploy.image_uri, allowed_cidr=deploy.allowed_cidr,
+        capacity_block_id=deploy.capacity_block_id, capacity_reservation_id=deploy.capacity_reservation_id,
+        ami_id=deploy.ami_id, ami_parameter=deploy.ami_parameter, protect=deploy.protect), opts=_component_opts(deploy))
+
+
 def main() -> None:
     config = pulumi.Config("gpuplan")
     region = stack_region()
@@ -113,8 +128,8 @@ def main() -> None:
                                     "hfTokenSecretArn the container cannot download it", resource=component)
                 pulumi.export(f"{workload.name}-endpoint", component.endpoint_name)
             elif plan.kind == "inference":
-                fail(f"{workload.path}.constraints.deploy_target",
-                     "ec2 serving is planned and costed, but this program provisions serving on SageMaker only")
+                component = _ec2_serving(workload, plan, deploy, catalog, config, region, tags)
+                pulumi.export(f"{workload.name}-launch-template", component.launch_template.id)
             else:
                 subnets = config.get_object("subnetIds") or []
                 if not config.get("vpcId") or not (deploy.subnet_id or subnets):

@@ -16,7 +16,7 @@ PLACEHOLDER_ACCOUNT = "123456789012"
 OFFLINE_REGION = "us-east-1"
 # The pulumi_aws services components/ create resources in, loaded file by file offline (gpuplan/slim_aws.py);
 # a service missing here is only loaded whole, slower.
-PROGRAM_SERVICES = ("ec2", "sagemaker", "iam", "fsx", "autoscaling", "appautoscaling", "ssm", "secretsmanager")
+PROGRAM_SERVICES = ("ec2", "sagemaker", "iam", "fsx", "autoscaling", "appautoscaling", "ssm", "secretsmanager", "cloudwatch")
 
 
 @dataclass
@@ -71,6 +71,8 @@ class Recorder(pulumi.runtime.Mocks):
         if args.token == "aws:secretsmanager/getSecretVersion:getSecretVersion":
             return {"arn": args.args["secretId"], "secretId": args.args["secretId"], "secretString": "offline-token",
                     "id": args.args["secretId"]}
+        if args.token == "aws:ec2/getVpc:getVpc":  # EC2 serving admits the VPC's own CIDR by default
+            return {"id": args.args.get("id", "vpc-offline"), "cidrBlock": "10.0.0.0/16"}
         if args.token == "aws:index/getRegion:getRegion":
             return {"name": OFFLINE_REGION, "region": OFFLINE_REGION, "id": OFFLINE_REGION}
         return {}

@@ -42,7 +42,7 @@ def plan_workload(w: Workload, catalog: Catalog) -> Plan:
     plan = build_plan(w, chosen, catalog, target, feasible[1:1 + ALTERNATIVES], misses, feasible[1 + ALTERNATIVES:])
     plan.cost.ranking_rule = rule
     if w.kind == "inference":
-        plan.kv_sizing, kv_warnings = kv_sizing_section(w, chosen, target)
+        plan.kv_sizing, kv_warnings = kv_sizing_section(w, chosen, chosen.deploy_target or target)
         plan.warnings += kv_warnings
     if defaulted:
         plan.warnings.insert(0, defaulted)
@@ -89,7 +89,7 @@ def _names(names: list[str], most: int = 5) -> str:
 def search_types(w: Workload, catalog: Catalog, target: str,
                  collect: list[Candidate] | None = None) -> tuple[list[Candidate], dict[str, Miss]]:
     """Every type searched at its prices under the options the spec weighs (planner/search/sweep.py)."""
-    return search_priced(w, catalog, target, type_prices(w, catalog, target), collect)
+    return search_priced(w, catalog, target, type_prices(w, catalog), collect)
 
 
 def corrected_points(w: Workload, pool: list[Candidate], catalog: Catalog, target, chosen_key: tuple,

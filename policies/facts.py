@@ -139,6 +139,30 @@ def container_environment(model: Resource) -> Mapping | None:
     return env if isinstance(env, Mapping) else ({} if isinstance(container, Mapping) else None)
 
 
+def _script(template: Resource) -> str | None:
+    data = template.props.get("userData")
+    if not isinstance(data, str) or not data:
+        return None
+    try:
+        return base64.b64decode(data, validate=True).decode("utf-8", "replace")
+    except (binascii.Error, ValueError):
+        return data
+
+
+# components/ec2_inference.py writes the serving container's environment here, one KEY=VALUE a line
+SERVING_ENV_BLOCK = re.compile(r"^cat > /etc/gpuplan/serving\.env <<'EOF'\n(.*?)^EOF$", re.MULTILINE | re.DOTALL)
+
+
+def serving_exports(template: Resource) -> dict[str, str] | None:
+    """The engine environment an EC2 serving node's user data hands its container, or None when the
+    template is not a gpuplan serving node (or its user data is unknown at preview)."""
+    script = _script(template) if template.type == LAUNCH_TEMPLATE else None
+    match = SERVING_ENV_BLOCK.search(script) if script else None
+    if match is None:
+        return None
+    return dict(line.split("=", 1) for line in match.group(1).splitlines() if "=" in line)
+
+
 def training_exports(template: Resource) -> dict[str, int]:
     """The layout a launch template's user data exports to the nodes (GPUPLAN_TP=8 ...), or {} when
     the user data is absent, unknown at preview or not gpuplan's."""

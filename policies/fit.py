@@ -16,7 +16,8 @@ from planner.economics.cost import hourly_price
 from planner.workload.presets import presets
 from planner.report.tags import PREFIX, TaggedWorkload, TagError, read_tags, required_memory
 from planner.hardware.units import BYTES_PER_PARAM, GIB
-from policies.facts import ServingFacts, container_environment, model_of, serving_facts, templates_of, \
+from planner.hardware.ultraservers import planned_type
+from policies.facts import ServingFacts, container_environment, model_of, serving_exports, serving_facts, templates_of, \
     training_exports
 from policies.resources import ASG, ENDPOINT_CONFIGS, LAUNCH_TEMPLATE, SAGEMAKER_SERVICE, Resource, group_size, \
     instance_slots, tags_of
@@ -63,6 +64,10 @@ def fitting_types(tagged: TaggedWorkload, catalog: Catalog, service: str, headro
 
 
 def _serving_facts(resource: Resource, resources: list[Resource], strict: bool) -> tuple[ServingFacts | None, list[str]]:
+    exported = serving_exports(resource)  # an EC2 serving node (components/ec2_inference.py): same engine facts
+    if exported is not None:
+        facts = serving_facts(exported)
+        return facts, [f"{resource.name} user data: {problem}" for problem in facts.problems]
     if resource.type not in ENDPOINT_CONFIGS:
         return None, []
     model = model_of(resource, resources)
@@ -177,8 +182,10 @@ def accelerator_memory_fits(resources: list[Resource], config: dict, catalog: Ca
                 yield from _fits(resource, untagged, slots, catalog, float(config.get("minHeadroom", 0.0)),
                                  facts.memory_fraction or 1.0)
             continue
-        exported = training_exports(resource) if resource.type == LAUNCH_TEMPLATE else {}
+        exported = training_exports(resource) if resource.type == LAUNCH_TEMPLATE and facts is None else {}
         count = sizes.get(resource.name) if resource.type == LAUNCH_TEMPLATE else None
+        if any(planned_type(s.instance_type) != s.instance_type for s in slots):
+            count = None  # UltraServer members: the plan counts UltraServers (planner/hardware/ultraservers.py)
         if resource.type in ENDPOINT_CONFIGS or resource.type == ASG:
             counts = {s.count for s in slots if s.count is not None}
             count = max(counts) if counts else None
@@ -194,7 +201,7 @@ def _fits(resource: Resource, tagged: TaggedWorkload, slots, catalog: Catalog, h
           fraction: float) -> Iterable[Finding]:
     prefix = "ml." if resource.type in SAGEMAKER_SERVICE else ""
     for slot in {s.instance_type: s for s in slots}.values():
-        itype = catalog.instance(slot.instance_type)
+        itype = catalog.instance(planned_type(slot.instance_type))  # a member sized as its UltraServer
         if itype is None:
             yield Finding(f"{resource.name}: {prefix}{slot.instance_type} ({slot.where}) is not in the gpuplan catalog, so "
                           "its accelerator memory cannot be checked; add it to the catalog overlay (gpuplan:catalog in "

@@ -135,7 +135,7 @@ def test_protect_and_rename_keep_the_running_endpoint():
 
 
 @pytest.mark.parametrize("deploy, message", [
-    ({"modelDataURL": "s3://x/y"}, "config gpuplan:deployments.chat-8b.modelDataURL: unknown key; allowed: amiId"),
+    ({"modelDataURL": "s3://x/y"}, "config gpuplan:deployments.chat-8b.modelDataURL: unknown key; allowed: allowedCidr, amiId"),
     ({"maxInstanceCount": 2.5}, "config gpuplan:deployments.chat-8b.maxInstanceCount: Input should be a valid integer"),
     ({"fsx": "false"}, "config gpuplan:deployments.chat-8b.fsx: Input should be a valid boolean"),
     ({"hfTokenSecretArn": "hf_abc"}, "config gpuplan:deployments.chat-8b.hfTokenSecretArn: must be a Secrets Manager"),

@@ -44,8 +44,9 @@ def rank_on_one_rule(feasible: list[Candidate], catalog: Catalog, region: str, t
     if why is None or any(b is None for b in bases.values()):
         return own  # a type without an EC2 price cannot be ranked on the rule: say so by the prices' notes
     ratio, pairs = catalog.sagemaker_markup
-    for c in feasible:
-        c.ranking_objective = c.objective * bases[c.itype.name].usd_per_hour * ratio / c.price.usd_per_hour
+    for c in feasible:  # a type served on EC2 (search/sweep.py type_target) pays, and ranks at, its EC2 price
+        c.ranking_objective = c.objective if c.deploy_target == "ec2" else \
+            c.objective * bases[c.itype.name].usd_per_hour * ratio / c.price.usd_per_hour
     dates = sorted({b.date for b in bases.values()})
     span = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
     return (f"each type's EC2 on-demand price × {ratio:.3f} (the median ml.*/EC2 ratio of {pairs} catalog pairs; "

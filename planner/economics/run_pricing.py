@@ -100,11 +100,12 @@ class BookPrices:
         return RunOffer(quotes=quotes, reasons=reasons, storage_usd_per_hour=storage_h)
 
 
-def type_prices(w: Workload, catalog: Catalog, target: str) -> Callable[[InstanceType], BookPrices | str]:
-    """For each type, its prices under the options the spec weighs, or why it has none (which rejects it)."""
+def type_prices(w: Workload, catalog: Catalog) -> Callable[[InstanceType, str], BookPrices | str]:
+    """For each type, its prices where it deploys under the options the spec weighs, or why it has none
+    (which rejects it)."""
     options = purchase_options(w.kind, w.constraints.purchase)
 
-    def prices(itype: InstanceType) -> BookPrices | str:
+    def prices(itype: InstanceType, target: str) -> BookPrices | str:
         book = price_book(catalog, itype, w.constraints.region, target, options)
         return book if isinstance(book, str) else BookPrices(w, book)
 

@@ -5,7 +5,7 @@ managed-API comparison, the alternatives and every rejected type with its reason
 from __future__ import annotations
 
 from planner.economics.buying import purchase_reason, purchase_table, storage_section
-from planner.economics.cost import price_vintage_notes, usd_per_million_tokens
+from planner.economics.cost import ec2_serving_reason, price_vintage_notes, usd_per_million_tokens
 from planner.economics.managed import compare_managed
 from planner.economics.ownership import rent_vs_buy
 from planner.economics.price_rule import one_rule_reason
@@ -69,6 +69,7 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
                misses: dict[str, Miss], also_feasible: list[Candidate]) -> Plan:
     """The plan of `cand`, ranked against `alternatives` and `also_feasible`, the other types rejected by `misses`."""
     arch, accel = w.architecture, cand.accel
+    target = cand.deploy_target or target  # serving on a type SageMaker does not host runs on EC2
     hours = hours_of(w)
     platform = "neuron" if accel.is_neuron else "gpu"
     choice, warnings = _choice(w, cand, catalog, target, alternatives, also_feasible)
@@ -118,8 +119,10 @@ def _choice(w: Workload, cand: Candidate, catalog: Catalog, target: str, alterna
                     reason=why_chosen(cand, alternatives[0] if alternatives else None, w.kind))
     ranked = [c.price for c in alternatives + also_feasible]
     vintage_reasons, vintage_warnings = price_vintage_notes(cand.price, ranked, catalog.newest_price_date)
-    if cand.ranking_objective is not None:  # the rule replaced the mixed ranking the notes describe
+    if cand.ranking_objective is not None and target == "sagemaker":  # the rule replaced the mixed ranking
         vintage_reasons = [one_rule_reason(catalog, cand)]
+    if target == "ec2" and w.kind == "inference" and w.constraints.deploy_target == "auto":
+        vintage_reasons.append(ec2_serving_reason(cand.itype))
     if vintage_reasons:
         choice.reason += "; " + "; ".join(vintage_reasons)
     warnings: list[str] = []

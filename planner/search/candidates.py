@@ -57,6 +57,7 @@ class Candidate:
     ep: int = 1  # serving: nodes one replica's experts are spread over (expert parallelism across nodes)
     storage_usd_per_hour: float = 0.0  # training: root volumes and FSx (planner/economics/provisioned.py), in the objective
     train_ep: int = 1  # training: DP ranks the routed experts are split over (planner/physics/expert_training.py)
+    deploy_target: str | None = None  # where this type deploys (search/sweep.py type_target); None: the workload's
     ranking_objective: float | None = None  # the objective under the plan's one price rule (planner/economics/price_rule.py)
 
     @property

@@ -76,29 +76,40 @@ def type_gate(w: Workload, itype: InstanceType, catalog: Catalog) -> Miss | None
     return None
 
 
-def search_types(w: Workload, catalog: Catalog, target: str, prices: Callable[[InstanceType], TypePrices | str],
+def type_target(w: Workload, itype: InstanceType, target: str) -> str:
+    """Where one type deploys: under `deploy_target: auto`, serving on a type SageMaker hosting does not
+    offer (the catalog's sagemaker_hosting, from botocore's ProductionVariantInstanceType enum) runs on EC2
+    instead of being rejected; an explicit target is kept, and rejects the type where it cannot run."""
+    if target == "sagemaker" and w.constraints.deploy_target == "auto" and not itype.sagemaker_hosting:
+        return "ec2"
+    return target
+
+
+def search_types(w: Workload, catalog: Catalog, target: str, prices: Callable[[InstanceType, str], TypePrices | str],
                  collect: list[Candidate] | None = None) -> tuple[list[Candidate], dict[str, Miss]]:
     """The best candidate of every type that can run the workload, and why each other type cannot;
-    `prices(itype)` is the type's prices (planner/economics/run_pricing.py type_prices) or why it has none.
+    `prices(itype, target)` is the type's prices where it deploys (planner/economics/run_pricing.py type_prices) or why it has none.
     With `collect`, every feasible layout within the budget is gathered too (gpuplan frontier)."""
     feasible: list[Candidate] = []
     misses: dict[str, Miss] = {}
     budget = w.constraints.max_usd_per_month
     for itype in catalog.instance_types:
         gate = type_gate(w, itype, catalog)
-        priced = prices(itype) if gate is None else gate
+        target_of = type_target(w, itype, target)
+        priced = prices(itype, target_of) if gate is None else gate
         if isinstance(priced, (Miss, str)):
             misses[itype.name] = Miss(priced) if isinstance(priced, str) else priced
             continue
         sharded, device = catalog.sharded(itype)  # NeuronCores on Neuron types, GPUs elsewhere
         pool: list[Candidate] | None = [] if collect is not None else None
-        found = best_inference(w, sharded, device, next(iter(priced.book.values())), target, pool) \
+        found = best_inference(w, sharded, device, next(iter(priced.book.values())), target_of, pool) \
             if w.kind == "inference" else best_training(w, sharded, device, priced, pool)
         if pool:
             collect.extend(c for c in pool if budget is None or c.usd_per_hour * hours_of(w) <= budget)
         if isinstance(found, Miss):
             misses[itype.name] = found
             continue
+        found.deploy_target = target_of
         if host := host_memory_miss(w, found):
             misses[itype.name] = host
             continue
