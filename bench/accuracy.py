@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import statistics
 import sys
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -80,10 +81,18 @@ def summary(rows: list[Row] | tuple[Row, ...]) -> dict[tuple[str, str], dict]:
             for key, group in classes.items()}
 
 
+def model_class_summary(rows: list[Row] | tuple[Row, ...]) -> dict[tuple[str, str], dict]:
+    """Per metric, the MoE rows of every platform together (issue 28): expert routing, all-to-all and
+    MLA are effects dense rows never exercise. Printed beside the platform table, not stored in the
+    bands (planner/data/accuracy_bands.yaml keeps platforms and parts only)."""
+    return {("moe", metric): entry for (_, metric), entry in
+            summary([replace(r, platform="moe", accelerator="") for r in rows if r.moe]).items()}
+
+
 def table(loso: dict, in_sample: dict) -> list[str]:
     lines = ["| platform | metric | rows (sources) | LOSO median abs. error | LOSO signed median | "
              "in-sample median abs. error | target (LOSO) |", "|---|---|---|---|---|---|---|"]
-    for platform in PLATFORMS:
+    for platform in PLATFORMS + ("moe",):
         for metric in METRICS:
             if (platform, metric) not in loso:
                 continue
@@ -163,7 +172,8 @@ def main() -> None:
         f = fitted[(r.source, r.id, r.metric)]
         print(f"  {r.id:<34} {r.source:<16} {r.setup:<58} {r.measured:>10.2f} {r.error:>+8.1%} {f.error:>+10.1%}")
     print()
-    print("\n".join(table(summary(held), summary(list(fitted.values())))))
+    print("\n".join(table({**summary(held), **model_class_summary(held)},
+                           {**summary(list(fitted.values())), **model_class_summary(list(fitted.values()))})))
     if "--write-bands" in sys.argv and not only and not parts and metrics == METRICS:
         write_bands(held)
 

@@ -32,6 +32,7 @@ class Row:
     measured: float
     platform: str = "gpu"  # gpu | neuron: fitted on separate constants, reported separately
     accelerator: str = ""  # the published part, where a source names it (accuracy reports B200 and Trainium2 apart)
+    moe: bool = False  # a mixture-of-experts model (accuracy reports MoE rows as their own class too)
 
     @property
     def error(self) -> float:

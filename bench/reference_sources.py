@@ -213,7 +213,7 @@ def training_rows(catalog: Catalog, row_type, cap: int | None = None):
             setup = (f"{r.get('model') or 'custom'} {r['accelerator']}×{r['gpus']} {r['precision']} TP{r['tp']} "
                      f"PP{r['pp']} DP{r['dp']} ZeRO-{r.get('zero') or 0} {r.get('method', 'full')}")
             rows.append(row_type(r["id"], "training TFLOP/s", source_id, setup, est.achieved_tflops_per_device, measured,
-                                 "gpu", r["accelerator"]))
+                                 "gpu", r["accelerator"], arch.is_moe))
     return rows
 
 
@@ -308,7 +308,7 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
                                                 ("TTFT", ttft * 1e3, r.get("ttft_ms")), ("ITL", itl * 1e3, r.get("itl_ms"))):
                 if isinstance(measured, (int, float)) and measured > 0:
                     out.append(row_type(r["id"], metric, source_id, setup, predicted, measured,
-                                        "neuron" if neuron else "gpu", r["accelerator"]))
+                                        "neuron" if neuron else "gpu", r["accelerator"], arch.is_moe))
     return out
 
 

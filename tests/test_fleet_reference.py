@@ -25,3 +25,25 @@ def test_b200_and_trainium2_are_reported_as_their_own_rows():
     assert out[("gpu", "ITL")]["rows"] == 2  # B200 stays in its platform too
     assert out[("trainium2", "TTFT")]["median_abs"] == pytest.approx(0.2)
     assert {"b200", "trainium2"} <= set(PLATFORMS)
+
+
+def test_moe_rows_are_reported_as_their_own_class():
+    """Issue 28: MoE serving is its own accuracy class, beside (not instead of) its platform's rows."""
+    from bench.accuracy import model_class_summary
+
+    rows = [Row("a", "ITL", "s1", "", 12.0, 10.0, "gpu", "H100-SXM-80GB", moe=True),
+            Row("b", "ITL", "s2", "", 9.0, 10.0, "gpu", "H100-SXM-80GB"),
+            Row("c", "TTFT", "s3", "", 15.0, 10.0, "neuron", "Trainium2", moe=True)]
+    out = model_class_summary(rows)
+    assert out[("moe", "ITL")]["rows"] == 1 and out[("moe", "ITL")]["signed_median"] == pytest.approx(0.2)
+    assert out[("moe", "TTFT")]["median_abs"] == pytest.approx(0.5)
+    assert ("dense", "ITL") not in out and summary(rows)[("gpu", "ITL")]["rows"] == 2
+
+
+def test_reference_rows_of_moe_models_carry_the_moe_flag(catalog):
+    """Mixtral rows (Argonne LLM-Inference-Bench, static batches) are compared and flagged MoE; dense rows are not."""
+    rows = all_rows(catalog)
+    moe = {r.setup.split()[0] for r in rows if r.moe}
+    assert moe and all(name.startswith(("mixtral", "deepseek", "qwen3-30b", "qwen3-235b", "gpt-oss", "llama-4"))
+                       for name in moe)
+    assert not any(r.moe for r in rows if r.setup.startswith("llama-3.1-70b"))
