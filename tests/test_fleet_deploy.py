@@ -129,7 +129,7 @@ def _ec2_script(stack) -> str:
 
 
 def test_g6f_serving_plan_goes_to_ec2_with_the_reason(catalog):
-    from planner.search.plans import plan_workload
+    from planner.pipeline import plan_workload
     from tests.conftest import workload
 
     spec = {k: v for k, v in G6F_SERVING.items() if k != "name"}
@@ -139,7 +139,7 @@ def test_g6f_serving_plan_goes_to_ec2_with_the_reason(catalog):
 
 
 def test_explicit_sagemaker_still_rejects_g6f(catalog):
-    from planner.search.plans import plan_workload
+    from planner.pipeline import plan_workload
     from planner.workload.errors import InfeasibleError
     from tests.conftest import workload
     import pytest
@@ -151,7 +151,7 @@ def test_explicit_sagemaker_still_rejects_g6f(catalog):
 
 
 def test_sagemaker_hostable_type_still_serves_on_sagemaker(catalog):
-    from planner.search.plans import plan_workload
+    from planner.pipeline import plan_workload
     from tests.conftest import workload
 
     plan = plan_workload(workload(kind="inference", model={"preset": "llama-3.1-8b"},
