@@ -86,9 +86,9 @@ def calibration_of(spec, path: Optional[Path], file: Path):
 
 def calibrated(plans, spec, path: Optional[Path], file: Path):
     """The plans with the calibration's factors applied (planner/physics/calibration.py apply)."""
-    from planner.physics.calibration import apply
-
     cal = calibration_of(spec, path, file)
     if cal is None:
         return plans
+    from planner.physics.calibration import apply  # only when one applies: start-up (issue 29)
+
     return plans.model_copy(update={"plans": [apply(p, cal) for p in plans.plans]})

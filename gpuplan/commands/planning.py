@@ -21,14 +21,14 @@ def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--w
          all_options: bool = typer.Option(False, "--all-options", help="List every purchase option, also commitments "
                                           "that dwarf a training run (JSON always lists them)")) -> None:
     """Plan each workload: instance type, node count, layout, memory, performance and cost."""
-    from gpuplan.check import check_tags, validate_deployments
     from planner import load_workloads, plan_workloads
-    from planner.report.markdown import render_markdown, render_table
-    from planner.report.summary import render_summary
 
     def build():
         spec = load_workloads(file)
-        validate_deployments(file, spec)
+        if spec.stack_config is not None:  # a stack file's settings and tags; a workload file has none
+            from gpuplan.check import check_tags, validate_deployments
+
+            validate_deployments(file, spec)
         if len(spec.workloads) < PROGRESS_FROM or workload is not None:
             planned = plan_workloads(spec, catalog, region, workload)
         else:
@@ -46,6 +46,9 @@ def plan(file: Path = FileArg, workload: Optional[str] = typer.Option(None, "--w
         from planner.report.json_stream import write_json
 
         return write_json(plans, sys.stdout)
+    from planner.report.markdown import render_markdown, render_table  # not for JSON: start-up (issue 29)
+    from planner.report.summary import render_summary
+
     render = {PlanFormat.markdown: render_markdown, PlanFormat.table: render_table,
               PlanFormat.summary: render_summary}[format]
     sys.stdout.write(render(plans))

@@ -308,7 +308,8 @@ class Overlay(BaseModel):
     """A user's catalog file (design.md overlay): validated on its own, so every error points into the
     file as written, then laid over the bundled catalog by name."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # defer_build: validators built on the first overlay read, not at import (only --catalog reads one)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
     schema_: Literal[1] = Field(default=1, alias="schema")
     sources: dict[str, str] = Field(default_factory=dict)
