@@ -210,7 +210,7 @@ def test_every_tag_value_the_program_writes_matches_the_aws_pattern():
 # 7. catalog refresh ------------------------------------------------------------------------------
 
 def test_refresh_keeps_the_target_files_mode(tmp_path):
-    from gpuplan.cli import write_catalog
+    from gpuplan.commands.catalog import write_catalog
     from planner.hardware.catalog import bundled
 
     out = tmp_path / "catalog.yaml"

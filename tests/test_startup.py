@@ -89,3 +89,40 @@ def test_the_many_workloads_bench_generates_distinct_training_shapes():
     shapes = {json.dumps({k: v for k, v in w.items() if k != "name"}, sort_keys=True) for w in made}
     assert len(made) == len(shapes) == 5000
     assert {w["kind"] for w in made} == {"training"}
+
+
+def test_plan_as_json_of_a_workload_file_loads_no_stack_checks_calibration_or_text_renderers(tmp_path):
+    """Issue 29: a workload file has no stack settings or tags to check, no calibration applies and JSON
+    needs no table or Markdown renderer; none of them is loaded."""
+    spec = tmp_path / "w.yaml"
+    spec.write_text(yaml.safe_dump(SERVE))
+    probe = ("import sys, json, io, contextlib\nfrom gpuplan.cli import app\n"
+             "with contextlib.redirect_stdout(io.StringIO()):\n"
+             "    try:\n        app(sys.argv[1:])\n    except SystemExit:\n        pass\n"
+             "print(json.dumps(sorted(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", probe, "plan", str(spec), "--format", "json"], cwd=ROOT, env=ENV,
+                          capture_output=True, text=True, check=True)
+    loaded = set(json.loads(done.stdout))
+    assert loaded & {"gpuplan.check", "planner.physics.calibration", "planner.report.markdown",
+                     "planner.report.summary", "components"} == set()
+
+
+def _plugins_scanned(env: dict) -> tuple[str, str]:
+    """Whether pydantic scanned the installed distributions for plugins during one `plan` through the
+    entry point, and the plan's stdout."""
+    probe = ("import atexit, sys\nimport pydantic.plugin._loader as loader\n"
+             "atexit.register(lambda: sys.stderr.write(f'scanned={loader._plugins is not None}\\n'))\n"
+             "from gpuplan.cli import main\nmain()")
+    done = subprocess.run([sys.executable, "-c", probe, "plan", "examples/workloads.yaml", "--format", "json"],
+                          cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stderr.strip().splitlines()[-1], done.stdout
+
+
+def test_the_entry_point_skips_pydantics_plugin_scan_unless_the_user_set_the_switch():
+    env = {k: v for k, v in ENV.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    skipped, plans = _plugins_scanned(env)
+    assert skipped == "scanned=False"
+    scanned, same_plans = _plugins_scanned({**env, "PYDANTIC_DISABLE_PLUGINS": ""})  # the user's value is kept
+    assert scanned == "scanned=True"
+    assert plans == same_plans

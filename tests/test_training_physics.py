@@ -61,3 +61,24 @@ def test_zero3_per_gpu_throughput_falls_as_data_parallelism_grows(catalog, arch)
         return training_step(a, itype, accel, "bf16", 2048, layout, state, training_work(a, setup)).achieved_tflops_per_device
 
     assert tflops(128) > tflops(512) > tflops(1536)
+
+
+@pytest.mark.parametrize("zero,checkpointing,dp", [(0, "full", 8), (1, "selective", 16), (3, "none", 64)])
+def test_a_steps_schedule_free_parts_are_the_same_under_every_schedule(catalog, arch, zero, checkpointing, dp):
+    """Issue 29: the search computes step_parts once per layout and times each pipeline schedule from
+    them; that must give exactly training_step's figures for each schedule (the parts never read it)."""
+    from planner.physics.pipeline_schedule import schedule_options
+    from planner.physics.training_time import step_from_parts, step_parts
+
+    a = arch["llama-3.1-70b"]
+    itype, accel = catalog.instance("p5.48xlarge"), catalog.accelerator("H100-80GB")
+    setup = TrainingSetup("full", "bf16", "adamw", "auto", 16, 4096)
+    work = training_work(a, setup)
+    first = TrainingLayout(4, 8, dp, zero, 1, 32, checkpointing)
+    parts = step_parts(a, itype, accel, "bf16", 4096, first, work)
+    schedules = schedule_options(8, a.layers, True)
+    assert len(schedules) > 1
+    for schedule, v in schedules:
+        layout = TrainingLayout(4, 8, dp, zero, 1, 32, checkpointing, schedule, v)
+        assert step_from_parts(parts, a, 4096, layout, 3.0e10, work) == training_step(a, itype, accel, "bf16", 4096,
+                                                                                      layout, 3.0e10, work)

@@ -15,6 +15,7 @@ from planner.workload.bounds import (ACCELERATORS_PER_NODE, CAPEX_USD, DEVICE_ME
                                      TFLOPS, USD_PER_HOUR, VCPUS, BOARD_POWER_W, CLOCK_RATIO)
 from planner.workload.errors import SpecError, field_path, shown
 from planner.workload.strict import StrictModel
+from planner.hardware.clocks import sustained_clock_fraction  # module level: the search asks ~50,000 times
 from planner.hardware.units import MIB
 
 
@@ -108,7 +109,6 @@ class Accelerator(StrictModel):
         tflops = self.tflops.get(precision)
         if tflops is None:
             return None
-        from planner.hardware.clocks import sustained_clock_fraction
         return tflops * 1e12 * sustained_clock_fraction(self.sustained_clock_ratio, self.power_limit_w, self.board_power_w)
 
 
@@ -308,7 +308,8 @@ class Overlay(BaseModel):
     """A user's catalog file (design.md overlay): validated on its own, so every error points into the
     file as written, then laid over the bundled catalog by name."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # defer_build: validators built on the first overlay read, not at import (only --catalog reads one)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
     schema_: Literal[1] = Field(default=1, alias="schema")
     sources: dict[str, str] = Field(default_factory=dict)

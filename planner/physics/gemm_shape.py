@@ -16,6 +16,7 @@ or K (row-parallel) (Shoeybi et al. 2019). The factor is the time-weighted mean 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from planner.hardware.catalog import Accelerator
 from planner.workload.presets import Architecture
@@ -29,17 +30,21 @@ TILE_M, TILE_N = 256, 128  # the guide's most efficient tile (elements of the ou
 
 def gemm_shape_factor(m: int, n: int, k: int, accel: Accelerator, peak_flops: float, element_bytes: float = 2) -> float:
     """Achieved ÷ ideal rate of one M×K·K×N GEMM: wave-quantised compute time against its HBM time."""
+    return _shape_factor(m, n, k, SMS.get(accel.name), accel.memory_bandwidth_gb_s, peak_flops, element_bytes)
+
+
+def _shape_factor(m: int, n: int, k: int, sms: int | None, bandwidth_gb_s: float, peak_flops: float,
+                  element_bytes: float) -> float:
     if m <= 0 or n <= 0 or k <= 0:
         return 1.0
     flops = 2.0 * m * n * k
     ideal_s = flops / peak_flops
-    sms = SMS.get(accel.name)
     if sms:
         tiles = math.ceil(m / TILE_M) * math.ceil(n / TILE_N)
         compute_s = ideal_s * math.ceil(tiles / sms) * sms * TILE_M * TILE_N / (m * n)
     else:  # an accelerator without a published SM count: the roofline only
         compute_s = ideal_s
-    memory_s = element_bytes * (m * k + k * n + m * n) / (accel.memory_bandwidth_gb_s * 1e9)
+    memory_s = element_bytes * (m * k + k * n + m * n) / (bandwidth_gb_s * 1e9)
     return ideal_s / max(compute_s, memory_s)
 
 
@@ -60,10 +65,19 @@ def layer_gemm_factor(arch: Architecture, tokens: int, tp: int, accel: Accelerat
     compiles its own tiling (no SM waves): 1."""
     if accel.is_neuron:
         return 1.0
+    # The training search asks this for thousands of layouts but only a few (tokens, TP) pairs (issue 29):
+    # one evaluation per distinct set of the numbers it reads, so a repeat is the same float.
+    return _layer_factor(tuple(layer_gemms(arch, tokens, tp)), SMS.get(accel.name), accel.memory_bandwidth_gb_s,
+                         peak_flops, element_bytes)
+
+
+@lru_cache(maxsize=4096)
+def _layer_factor(gemms: tuple[tuple[int, int, int], ...], sms: int | None, bandwidth_gb_s: float, peak_flops: float,
+                  element_bytes: float) -> float:
     work = time = 0.0
-    for m, n, k in layer_gemms(arch, tokens, tp):
+    for m, n, k in gemms:
         for shape in ((m, n, k), (m, k, n), (k, n, m)):
             flops = shape[0] * shape[1] * shape[2]
             work += flops
-            time += flops / gemm_shape_factor(*shape, accel, peak_flops, element_bytes)
+            time += flops / _shape_factor(*shape, sms, bandwidth_gb_s, peak_flops, element_bytes)
     return work / time if time else 1.0

@@ -170,9 +170,28 @@ def _dp_collectives_s(work: TrainingWork, itype: InstanceType, accel: Accelerato
     return per_microbatch, per_step
 
 
-def training_step(arch: Architecture, itype: InstanceType, accel: Accelerator, precision: str, seq: int,
-                  layout: TrainingLayout, local_state_bytes: float, work: TrainingWork) -> TrainingEstimate:
-    """Step time = compute + pipeline bubble + exposed communication + optimizer update."""
+@dataclass(frozen=True)
+class StepParts:
+    """The parts of a step that no pipeline schedule changes: the search times several schedules of one
+    layout (1F1B, interleaved, ...) and computes these once for all of them (issue 29)."""
+    devices: int
+    tokens: int
+    peak: float
+    bandwidth: float
+    matmul_s: float
+    nonmatmul_s: float
+    experts_s: float
+    compute_s: float
+    tp_s: float
+    pp_link: float
+    dp_s: float
+    ep_s: float
+    flops_per_token: float  # model_flops_per_token: MFU's numerator
+
+
+def step_parts(arch: Architecture, itype: InstanceType, accel: Accelerator, precision: str, seq: int,
+               layout: TrainingLayout, work: TrainingWork) -> StepParts:
+    """Compute, TP, DP and EP time of a layout; reads neither layout.schedule nor layout.virtual_stages."""
     tp, pp, dp, m, b = layout.tp, layout.pp, layout.dp, layout.microbatches, layout.micro_batch
     devices = tp * pp * dp
     tokens = m * b * dp * seq
@@ -184,24 +203,43 @@ def training_step(arch: Architecture, itype: InstanceType, accel: Accelerator, p
     experts_s = expert_weight_traffic_s(arch, accel, compute_precision(precision), work, tp, pp, layout.ep, b, m, seq,
                                         layout.checkpointing)
     compute_s = matmul_s + nonmatmul_s + _dequantise_s(work, accel, layout) + experts_s
-    bubble_s = compute_s * bubble_fraction(layout.schedule, pp, m, layout.virtual_stages)
 
     apn = itype.accelerators_per_node
     intra = intra_node_bytes_per_s(accel)
     # TP: 4 all-reduces of s·b·h activations per layer per micro-batch (2 forward, 2 backward), +2 on recompute.
     reduces = 4 + (2 if layout.checkpointing == "full" else 0)
     tp_s = m * math.ceil(arch.layers / pp) * reduces * ring_s(seq * b * arch.hidden_size * 2, tp, intra, accel=accel)
-    # PP: activations cross each stage boundary forward and back (v times as many boundaries when
-    # interleaved); over the NICs once stages span nodes.
+    # PP: activations cross stage boundaries over the NICs once stages span nodes (step_from_parts).
     pp_link = inter_node_bytes_per_s(itype) if tp * dp * pp > apn else intra
-    crossings = 2 * m * p2p_factor(layout.schedule, layout.virtual_stages)
-    pp_s = crossings * seq * b * arch.hidden_size * 2 / tp / pp_link if pp > 1 else 0.0
     dp_s = _data_parallel_s(work, itype, accel, layout, compute_s, arch)
     ep_s = all_to_all_step_s(arch, itype, accel, tp, pp, layout.ep, b, m, seq, layout.checkpointing)
-    optimizer_s = 2 * local_state_bytes / bandwidth
+    return StepParts(devices, tokens, peak, bandwidth, matmul_s, nonmatmul_s, experts_s, compute_s, tp_s, pp_link,
+                     dp_s, ep_s, model_flops_per_token(arch, seq, work.method))
+
+
+def step_from_parts(parts: StepParts, arch: Architecture, seq: int, layout: TrainingLayout,
+                    local_state_bytes: float, work: TrainingWork) -> TrainingEstimate:
+    """The step of `layout` under its pipeline schedule, from its schedule-free parts."""
+    tp, pp, m, b = layout.tp, layout.pp, layout.microbatches, layout.micro_batch
+    compute_s = parts.compute_s
+    bubble_s = compute_s * bubble_fraction(layout.schedule, pp, m, layout.virtual_stages)
+    # PP: activations cross each stage boundary forward and back (v times as many boundaries when
+    # interleaved).
+    crossings = 2 * m * p2p_factor(layout.schedule, layout.virtual_stages)
+    pp_s = crossings * seq * b * arch.hidden_size * 2 / tp / parts.pp_link if pp > 1 else 0.0
+    tp_s, dp_s, ep_s = parts.tp_s, parts.dp_s, parts.ep_s
+    optimizer_s = 2 * local_state_bytes / parts.bandwidth
     step = compute_s + bubble_s + tp_s + pp_s + dp_s + ep_s + optimizer_s
     comm = tp_s + pp_s + dp_s + ep_s
-    bound = "communication" if comm > compute_s else ("compute" if matmul_s >= nonmatmul_s + experts_s else "memory-bandwidth")
-    tokens_per_s = tokens / step
-    achieved = model_flops_per_token(arch, seq, work.method) * tokens_per_s / devices
-    return TrainingEstimate(step, tokens, tokens_per_s, achieved / 1e12, achieved / peak, bound)
+    bound = ("communication" if comm > compute_s else
+             ("compute" if parts.matmul_s >= parts.nonmatmul_s + parts.experts_s else "memory-bandwidth"))
+    tokens_per_s = parts.tokens / step
+    achieved = parts.flops_per_token * tokens_per_s / parts.devices
+    return TrainingEstimate(step, parts.tokens, tokens_per_s, achieved / 1e12, achieved / parts.peak, bound)
+
+
+def training_step(arch: Architecture, itype: InstanceType, accel: Accelerator, precision: str, seq: int,
+                  layout: TrainingLayout, local_state_bytes: float, work: TrainingWork) -> TrainingEstimate:
+    """Step time = compute + pipeline bubble + exposed communication + optimizer update."""
+    parts = step_parts(arch, itype, accel, precision, seq, layout, work)
+    return step_from_parts(parts, arch, seq, layout, local_state_bytes, work)

@@ -14,7 +14,7 @@ from planner.physics.memory import TrainingSetup, training_memory
 from planner.search.pricing import TypePrices
 from planner.search.tables import fit_table, memory_table
 from planner.physics.pipeline_schedule import memory_virtual_stages, schedule_options
-from planner.physics.training_time import (TrainingLayout, model_flops_per_token, training_step,
+from planner.physics.training_time import (TrainingLayout, model_flops_per_token, step_from_parts, step_parts,
                                            training_work)
 from planner.hardware.units import compute_precision
 from planner.workload.sections import DEFAULT_BATCH_TOKENS  # the spec checks a run holds one batch
@@ -256,6 +256,7 @@ def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, c
                     m = math.ceil(seqs / (dp * mb))
                 if mem.total > usable:
                     continue
+                parts = None  # the schedule-free part of the step, shared by every schedule below
                 for schedule, v in schedule_options(pp, arch.layers, not accel.is_neuron):
                     vm = memory_virtual_stages(schedule, v)
                     sched_mem = mem if vm == 1 else memory(tp, pp, dp, zero, mb, ck, ep, vm)[1]
@@ -263,7 +264,8 @@ def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, c
                         continue
                     layout = TrainingLayout(tp, pp, dp, zero, mb, m, ck, schedule, v, ep)
                     state = sched_mem.weights + sched_mem.gradients + sched_mem.optimizer
-                    est = training_step(arch, itype, accel, w.precision, setup.seq, layout, state, work)
+                    parts = parts or step_parts(arch, itype, accel, w.precision, setup.seq, layout, work)
+                    est = step_from_parts(parts, arch, setup.seq, layout, state, work)
                     # equal speed (no data parallelism to shard over): the lower ZeRO stage, which is simpler
                     if best is None or (est.tokens_per_s, -zero) > (best[2].tokens_per_s, -best[0][0]):
                         best = ((zero, mb, m, ck, ep, schedule, v), sched_mem, est)

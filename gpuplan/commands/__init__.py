@@ -1,0 +1,1 @@
+"""The `gpuplan` commands, one module per group; gpuplan/cli.py registers them."""
