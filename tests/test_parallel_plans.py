@@ -41,7 +41,8 @@ def test_the_first_failure_in_file_order_is_the_one_raised(monkeypatch):
         with pytest.raises(InfeasibleError) as caught:
             plan_workloads(spec)
         errors.append(str(caught.value))
-    assert errors[0] == errors[1] and "'impossible'" in errors[0] and "max_usd_per_month" in errors[0]
+    # the nearest misses of a $1/month budget are the small g6f slices that cannot hold the model (EC2-served)
+    assert errors[0] == errors[1] and "'impossible'" in errors[0] and "'later'" not in errors[0]
 
 
 def test_worker_count(monkeypatch):
