@@ -45,8 +45,10 @@ def _keyed(name: str, key: str, grid: list[float], prior: float):
     return (lambda: table[key], lambda v: table.__setitem__(key, v), grid, prior)
 
 
-# Priors: domain.md's measured ranges (HBM 65-85% of peak, GEMMs 50-70% of dense peak, prefill
-# below training), Poisson arrivals (variability 1), no overhead and no overlap until data says so.
+# Priors: domain.md's measured ranges (HBM 65-85% of peak, GEMMs 50-70% of dense peak), no overhead
+# and no overlap until data says so. Prompt arrivals are Poisson (efficiency.PROMPT_ARRIVAL_VARIABILITY
+# = 1, Kingman's c_a², not fitted). Prefill runs at training's GEMM share per generation
+# (efficiency.PREFILL_EFFICIENCY_BY_GENERATION, not fitted on serving rows: see there).
 PARAMETERS = {
     "MEMORY_BANDWIDTH_EFFICIENCY": _scalar("MEMORY_BANDWIDTH_EFFICIENCY", _grid(0.50, 0.90, 0.01), 0.75),
     "KV_BANDWIDTH_EFFICIENCY": _scalar("KV_BANDWIDTH_EFFICIENCY", _grid(0.30, 0.90, 0.01), 0.75),
@@ -54,8 +56,6 @@ PARAMETERS = {
     "TP_SYNC_OVERHEAD_S": _scalar("TP_SYNC_OVERHEAD_S", _grid(0.0, 60e-6, 2e-6), 0.0),
     "QUANTISED_BANDWIDTH_FACTOR[int8]": _keyed("QUANTISED_BANDWIDTH_FACTOR", "int8", _grid(0.50, 1.00, 0.01), 1.0),
     "QUANTISED_BANDWIDTH_FACTOR[int4]": _keyed("QUANTISED_BANDWIDTH_FACTOR", "int4", _grid(0.40, 1.00, 0.01), 1.0),
-    "PREFILL_EFFICIENCY": _scalar("PREFILL_EFFICIENCY", _grid(0.30, 0.90, 0.01), 0.50),
-    "PROMPT_ARRIVAL_VARIABILITY": _scalar("PROMPT_ARRIVAL_VARIABILITY", _grid(0.0, 6.0, 0.1), 1.0),
     "REQUEST_OVERHEAD_S": _scalar("REQUEST_OVERHEAD_S", _grid(0.0, 0.03, 0.001), 0.0),
     "GEMM_EFFICIENCY_BY_GENERATION[8]": _keyed("GEMM_EFFICIENCY_BY_GENERATION", "8", _grid(0.40, 0.90, 0.01), 0.60),
     "GEMM_EFFICIENCY_BY_GENERATION[9]": _keyed("GEMM_EFFICIENCY_BY_GENERATION", "9", _grid(0.30, 0.90, 0.01), 0.60),

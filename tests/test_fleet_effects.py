@@ -67,7 +67,12 @@ def test_prefill_removes_exactly_the_cached_work():
     arch, accel = presets()["llama-3.1-8b"], cat.accelerator("H100-80GB")
     full = prefill_s(arch, accel, "bf16", 1, 1, 32000)
     half = prefill_s(arch, accel, "bf16", 1, 1, 32000, cached_tokens=16000)
+    from planner.physics.prefill_compute import forward_gemm_factor
+
+    # the new tokens' GEMMs run at their own shape's rate (planner/physics/prefill_compute.py), attention at the share
     linear = 2 * arch.params_per_token
     attention = 2 * arch.layers * arch.attention_heads * arch.head_dim
-    expected = (linear * 16000 + attention * (32000**2 - 16000**2)) / (linear * 32000 + attention * 32000**2)
+    shape = {t: forward_gemm_factor(arch, t, 1, accel, accel.peak_flops("bf16"), 2) for t in (16000, 32000)}
+    expected = ((linear * 16000 / shape[16000] + attention * (32000**2 - 16000**2))
+                / (linear * 32000 / shape[32000] + attention * 32000**2))
     assert half / full == pytest.approx(expected, rel=1e-9)  # compute-bound at 32k tokens

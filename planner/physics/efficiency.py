@@ -44,11 +44,20 @@ GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.47}
 # FP8 GEMMs reach a smaller share of their doubled peak than BF16 GEMMs of theirs (scaling factors,
 # casts, amax reductions): fitted on NeMo's FP8 Llama-3-8B row on H100 (reference N-8B-FP8).
 FP8_GEMM_EFFICIENCY_FACTOR = 1.06
-# Prefill pushes whole prompts through the GEMMs with less fusion than training (NIM TTFT rows).
-PREFILL_EFFICIENCY = 0.85
+# Share of dense peak that prefill's GEMMs sustain at large M, per CUDA compute-capability generation,
+# before their shape factor (planner/physics/prefill_compute.py): the same cuBLAS GEMMs as a training
+# forward, so the values are GEMM_EFFICIENCY_BY_GENERATION's fit on the training rows at b3eef24 (Hopper's lower
+# share of its higher peak holds for prefill too: NIM's 5,000-token H100 prompts). Not refitted on
+# serving rows: refitted leave-one-source-out they drift to 0.95 (Ampere, pulled by the A10G rows, whose
+# catalog tensor peak is unconfirmed) and 0.67 (Hopper, pulled by throughput rows), and held-out TTFT
+# gets worse (30.0% against 20.9% with these, bench LOSO over the TTFT sources). Its own table so
+# serving rows never move training's constants.
+PREFILL_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.47}
 # Squared coefficient of variation of prompt arrivals at a replica, in Kingman's queueing formula
-# for the wait before a prefill (1 is Poisson; closed-loop clients arrive in bursts: NIM TTFT rows).
-PROMPT_ARRIVAL_VARIABILITY = 2.4
+# for the wait before a prefill: 1, Poisson arrivals (Kingman 1961; many independent clients). Not
+# fitted: the 2.4 once fitted here made up for prefill predicted at Ampere's GEMM share on H100
+# (planner/physics/prefill_compute.py); with prefill at its generation's share the fit returns 0.7-1.1.
+PROMPT_ARRIVAL_VARIABILITY = 1.0
 # Fixed cost of a request before its prefill starts: HTTP, tokenisation, scheduling (NIM TTFT rows).
 REQUEST_OVERHEAD_S = 0.005
 # Non-matmul traffic per layer in training, bytes per token per hidden unit: Korthikanti's 34 B of
@@ -98,7 +107,11 @@ def request_overhead_s(accel: Accelerator) -> float:
 
 
 def prefill_efficiency(accel: Accelerator) -> float:
-    return NEURON_PREFILL_EFFICIENCY if accel.is_neuron else PREFILL_EFFICIENCY
+    """Generations without a prefill measurement (Ada, Blackwell): the lowest fitted share."""
+    if accel.is_neuron:
+        return NEURON_PREFILL_EFFICIENCY
+    generation = (accel.compute_capability or "").split(".")[0]
+    return PREFILL_EFFICIENCY_BY_GENERATION.get(generation, min(PREFILL_EFFICIENCY_BY_GENERATION.values()))
 
 
 def kv_bandwidth(accel: Accelerator) -> float:

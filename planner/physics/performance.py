@@ -17,6 +17,7 @@ from planner.physics.expert_parallel import all_to_all_s, routed_expert_bytes, t
 from planner.physics.memory import (attention_padding_params, kv_bytes_per_sequence, kv_shard_fraction, sharded_weight_bytes,
                                     weight_bytes)
 from planner.workload.presets import Architecture
+from planner.physics.prefill_compute import prefill_compute_s
 from planner.physics.prefix import prefix_cached_tokens
 from planner.physics.speculative import Speculation, seconds_per_token
 from planner.hardware.units import BYTES_PER_PARAM, compute_precision
@@ -91,9 +92,9 @@ def prefill_s(arch: Architecture, accel: Accelerator, precision: str, tp: int, p
     cover s − c tokens and their causal attention 2·L·(s² − c²)·H·hd (positions c..s attend to all before)."""
     padded_heads = math.ceil(arch.attention_heads / tp) * tp  # a rank computes its padded heads too
     new_tokens = prompt_tokens - cached_tokens
-    flops = prompts * (2 * (arch.params_per_token + attention_padding_params(arch, tp) * tp) * new_tokens
-                       + 2 * arch.layers * (prompt_tokens**2 - cached_tokens**2) * padded_heads * arch.head_dim)
-    compute = flops / tp / (accel.peak_flops(compute_precision(precision, accel.supports.fp4)) * efficiency.prefill_efficiency(accel))
+    linear_flops = prompts * 2 * (arch.params_per_token + attention_padding_params(arch, tp) * tp) * new_tokens
+    attention_flops = prompts * 2 * arch.layers * (prompt_tokens**2 - cached_tokens**2) * padded_heads * arch.head_dim
+    compute = prefill_compute_s(arch, accel, precision, tp, prompts * new_tokens, linear_flops, attention_flops)
     resident = sharded_weight_bytes(arch, precision, tp) - routed_expert_bytes(arch, precision) / tp * (1 - 1 / ep_nodes)
     memory = resident / efficiency.effective_bandwidth(accel, precision)
     activations = prompts * new_tokens * arch.hidden_size * 2

@@ -1,0 +1,88 @@
+"""Issue 25, GPU prefill: training's GEMM share per generation at prefill's own shapes (TTFT)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import calibrate
+from bench.reference_cases import _serving_rows, all_rows, Row
+from bench import reference_sources
+from planner.hardware.catalog import bundled
+from planner.physics import efficiency
+from planner.physics.performance import prefill_s
+from planner.physics.prefill_compute import forward_gemm_factor, prefill_compute_s
+from planner.workload.presets import presets
+
+
+@pytest.fixture
+def catalog():
+    return bundled()
+
+
+def _ttft(catalog, row_id: str) -> Row:
+    rows = [r for r in _serving_rows(catalog) + reference_sources.serving_rows(catalog, Row)
+            if r.id == row_id and r.metric == "TTFT"]
+    assert len(rows) == 1
+    return rows[0]
+
+
+@pytest.mark.parametrize(("row_id", "bound"), [
+    ("NIM-70B/c1", 0.20),  # 5,000-token prompt, 70B FP8 TP 2 on H100: was 35% fast
+    ("NIM-70B/short-c1", 0.20),  # 500-token prompt: was 32% fast
+    ("lmdeploy-a100-llama-2-7b-tp1-bs1-2048-128", 0.15),  # was 18.5% fast
+    ("lmdeploy-a100-llama-2-70b-tp4-bs1-2048-128", 0.15),  # was 22.1% fast
+])
+def test_long_prompt_ttft_on_gpus_is_near_the_published(catalog, row_id, bound):
+    """A single prefill share of peak for every GPU generation put H100 prefill at A100's share."""
+    assert abs(_ttft(catalog, row_id).error) < bound
+
+
+def test_prefill_runs_at_the_generations_gemm_share_times_its_shape(catalog, monkeypatch):
+    monkeypatch.setattr(efficiency, "PREFILL_EFFICIENCY_BY_GENERATION", {"8": 0.8, "9": 0.5})
+    arch = presets()["llama-3-8b"]
+    for name, share in (("A100-80GB", 0.8), ("H100-80GB", 0.5)):
+        accel = catalog.accelerator(name)
+        peak = accel.peak_flops("bf16")
+        shape = forward_gemm_factor(arch, 4096, 2, accel, peak, 2)
+        got = prefill_compute_s(arch, accel, "bf16", 2, 4096, 6e13, 4e12)
+        assert got == pytest.approx(6e13 / 2 / (peak * share * shape) + 4e12 / 2 / (peak * share))
+
+
+def test_fp8_prefill_keeps_attention_in_16_bit(catalog, monkeypatch):
+    monkeypatch.setattr(efficiency, "FP8_GEMM_EFFICIENCY_FACTOR", 1.0)
+    h100, arch = catalog.accelerator("H100-80GB"), presets()["llama-3-8b"]
+    attention_only = prefill_compute_s(arch, h100, "fp8", 1, 4096, 0.0, 1e13)
+    assert attention_only == pytest.approx(1e13 / (h100.peak_flops("bf16") * efficiency.prefill_efficiency(h100)))
+
+
+def test_short_prompts_lose_to_the_hbm_roof_and_the_last_wave(catalog):
+    arch, a100 = presets()["llama-2-7b"], catalog.accelerator("A100-80GB")
+    peak = a100.peak_flops("bf16")
+    factors = [forward_gemm_factor(arch, t, 1, a100, peak, 2) for t in (16, 128, 2048)]
+    assert factors[0] < factors[1] < factors[2] <= 1.0
+    # 16 tokens: at most the HBM roof's share, 2·16 FLOP per 2-byte weight element read
+    assert factors[0] <= 16 / (peak / (a100.memory_bandwidth_gb_s * 1e9))
+
+
+@pytest.mark.parametrize("name", ["A10G", "A100-80GB", "H100-80GB", "H200-141GB", "L4", "B200"])
+def test_prefill_is_never_faster_than_the_peak(catalog, name):
+    accel, arch = catalog.accelerator(name), presets()["llama-3-8b"]
+    for tokens in (1, 37, 128, 550, 2048, 8192):
+        flops = 2 * arch.params_per_token * tokens
+        for precision in ("bf16", "int4") + (("fp8",) if accel.supports.fp8 else ()):
+            assert prefill_s(arch, accel, precision, 1, 1, tokens) >= flops / accel.peak_flops(
+                "fp8" if precision == "fp8" else "bf16")
+
+
+def test_prompt_queueing_assumes_poisson_arrivals_and_is_not_fitted():
+    """Kingman's c_a² is physics (1 for Poisson), not a constant the TTFT rows tune."""
+    assert efficiency.PROMPT_ARRIVAL_VARIABILITY == 1.0
+    assert "PROMPT_ARRIVAL_VARIABILITY" not in calibrate.ALL_PARAMETERS
+
+
+def test_serving_constants_leave_training_alone(catalog, monkeypatch):
+    """Prefill's share is a table of its own: changing it moves no training row."""
+    before = [r.predicted for r in all_rows(catalog, "gpu") if r.metric == "training TFLOP/s"]
+    monkeypatch.setattr(efficiency, "PREFILL_EFFICIENCY_BY_GENERATION", {"8": 0.3, "9": 0.3})
+    assert [r.predicted for r in all_rows(catalog, "gpu") if r.metric == "training TFLOP/s"] == before
+    assert _ttft(catalog, "NIM-70B/c1").error > 0.3
