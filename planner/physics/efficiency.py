@@ -46,13 +46,12 @@ GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.47}
 FP8_GEMM_EFFICIENCY_FACTOR = 1.06
 # Share of dense peak that prefill's GEMMs sustain at large M, per CUDA compute-capability generation,
 # before their shape factor (planner/physics/prefill_compute.py): the same cuBLAS GEMMs as a training
-# forward, so the values are GEMM_EFFICIENCY_BY_GENERATION's fit on the training rows at b3eef24 (Hopper's lower
-# share of its higher peak holds for prefill too: NIM's 5,000-token H100 prompts). Not refitted on
-# serving rows: refitted leave-one-source-out they drift to 0.95 (Ampere, pulled by the A10G rows, whose
-# catalog tensor peak is unconfirmed) and 0.67 (Hopper, pulled by throughput rows), and held-out TTFT
-# gets worse (30.0% against 20.9% with these, bench LOSO over the TTFT sources). Its own table so
-# serving rows never move training's constants.
-PREFILL_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.47}
+# forward, so it is GEMM_EFFICIENCY_BY_GENERATION itself, fitted on the training rows (Hopper's lower share
+# of its higher peak holds for prefill too: NIM's 5,000-token H100 prompts). Never fitted on serving rows:
+# refitted leave-one-source-out there it drifts to 0.95 (Ampere, pulled by the A10G rows, whose catalog
+# tensor peak is unconfirmed) and 0.67 (Hopper, pulled by throughput rows), and held-out TTFT gets worse
+# (30.0% against 20.9%, bench LOSO over the TTFT sources), so serving rows never move training's constants.
+PREFILL_EFFICIENCY_BY_GENERATION = GEMM_EFFICIENCY_BY_GENERATION
 # Squared coefficient of variation of prompt arrivals at a replica, in Kingman's queueing formula
 # for the wait before a prefill: 1, Poisson arrivals (Kingman 1961; many independent clients). Not
 # fitted: the 2.4 once fitted here made up for prefill predicted at Ampere's GEMM share on H100
