@@ -37,7 +37,7 @@ def test_adapter_bytes_by_hand(arch):
     assert adapter_bytes_per_token(a, "full") - adapter_bytes_per_token(a, "none") == 2 * 32 * (38912 + 6 * 43008)
 
 
-@pytest.mark.parametrize("method, mfu", [("lora", 0.441), ("qlora", 0.409)])
+@pytest.mark.parametrize("method, mfu", [("lora", 0.460), ("qlora", 0.426)])
 def test_lora_on_one_l40s_is_not_planned_near_sixty_percent_mfu(method, mfu, tmp_path):
     """The issue's case: LoRA and QLoRA on one L40S were planned at 58.5% and 53.1% MFU; the
     adapters' unfused kernels move ~42 MB per token through 864 GB/s of HBM."""
