@@ -40,10 +40,10 @@ FOUR_BIT_FORMATS = {"mxfp4": "int4", "nvfp4": "int4"}
 # Share of dense peak tensor FLOP/s that a transformer's GEMMs sustain end to end (clocks under load,
 # tile quantisation, kernel gaps), per CUDA compute-capability generation: Hopper reaches a lower
 # share of its higher peak than Ampere (MosaicML's H100 and A100 rows, one code base).
-GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.47}
+GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.69, "9": 0.46}
 # FP8 GEMMs reach a smaller share of their doubled peak than BF16 GEMMs of theirs (scaling factors,
 # casts, amax reductions): fitted on NeMo's FP8 Llama-3-8B row on H100 (reference N-8B-FP8).
-FP8_GEMM_EFFICIENCY_FACTOR = 1.06
+FP8_GEMM_EFFICIENCY_FACTOR = 1.04
 # Share of dense peak that prefill's GEMMs sustain at large M, per CUDA compute-capability generation,
 # before their shape factor (planner/physics/prefill_compute.py): the same cuBLAS GEMMs as a training
 # forward, so it is GEMM_EFFICIENCY_BY_GENERATION itself, fitted on the training rows (Hopper's lower share
@@ -62,7 +62,7 @@ REQUEST_OVERHEAD_S = 0.005
 # Non-matmul traffic per layer in training, bytes per token per hidden unit: Korthikanti's 34 B of
 # stored activations (reference B2) written in the forward, read in the backward, and re-read and
 # re-written by norms, residual adds, activation functions and dropout.
-NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 170
+NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 68
 # Share of a collective that hides behind the compute it overlaps (FSDP/ZeRO prefetch, DDP bucketed
 # all-reduce in the backward): NCCL kernels take SMs from the GEMMs they overlap.
 COMM_OVERLAP = 0.75
@@ -83,14 +83,14 @@ NEURON_MEMORY_BANDWIDTH_EFFICIENCY = 0.92
 # model at TP 24 reads 0.3 GB per core per step yet takes 6.4 ms, 0.2 ms per layer).
 NEURON_COLLECTIVE_LATENCY_S = 0.0001
 # Achieved share of NeuronLink bandwidth in ring collectives.
-NEURON_LINK_EFFICIENCY = 0.45
+NEURON_LINK_EFFICIENCY = 0.65
 # Fixed cost of a request before its first token on Neuron: the host-side launch of the compiled
 # context-encoding graph and its I/O (128-token prompts take 25-29 ms on inf2 for 0.1 GFLOP of work).
 NEURON_REQUEST_OVERHEAD_S = 0.014
 # Share of a NeuronCore's peak BF16 FLOP/s that context encoding (prefill) sustains.
-NEURON_PREFILL_EFFICIENCY = 0.41
+NEURON_PREFILL_EFFICIENCY = 0.31
 # Share of peak BF16 FLOP/s that NeuronX Distributed training GEMMs sustain.
-NEURON_GEMM_EFFICIENCY = 0.52
+NEURON_GEMM_EFFICIENCY = 0.38
 
 
 def gemm_efficiency(accel: Accelerator) -> float:

@@ -13,6 +13,7 @@ from planner.hardware.catalog import Accelerator, InstanceType
 from planner.physics.collectives import group_collective_s, inter_node_bytes_per_s, intra_node_bytes_per_s, ring_s
 from planner.physics.expert_training import all_to_all_step_s, expert_weight_traffic_s, expert_work
 from planner.physics.gemm_shape import layer_gemm_factor
+from planner.physics.lora_traffic import adapter_traffic_s
 from planner.physics.memory import TrainingSetup, base_weight_bytes, gradient_bytes, lora_params, weight_bytes_per_param
 from planner.physics.pipeline_schedule import bubble_fraction, p2p_factor
 from planner.workload.presets import Architecture
@@ -181,6 +182,7 @@ class StepParts:
     matmul_s: float
     nonmatmul_s: float
     experts_s: float
+    adapters_s: float  # LoRA adapters' unfused-kernel traffic (planner/physics/lora_traffic.py)
     compute_s: float
     tp_s: float
     pp_link: float
@@ -202,19 +204,26 @@ def step_parts(arch: Architecture, itype: InstanceType, accel: Accelerator, prec
     nonmatmul_s = passes * efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN * arch.layers * arch.hidden_size * tokens / devices / bandwidth
     experts_s = expert_weight_traffic_s(arch, accel, compute_precision(precision), work, tp, pp, layout.ep, b, m, seq,
                                         layout.checkpointing)
-    compute_s = matmul_s + nonmatmul_s + _dequantise_s(work, accel, layout) + experts_s
+    adapters_s = adapter_traffic_s(arch, work.method, layout.checkpointing, tokens / devices,
+                                   efficiency.effective_bandwidth(accel, "bf16"))
+    compute_s = matmul_s + nonmatmul_s + _dequantise_s(work, accel, layout) + experts_s + adapters_s
 
     apn = itype.accelerators_per_node
     intra = intra_node_bytes_per_s(accel)
     # TP: 4 all-reduces of s·b·h activations per layer per micro-batch (2 forward, 2 backward), +2 on recompute.
     reduces = 4 + (2 if layout.checkpointing == "full" else 0)
-    tp_s = m * math.ceil(arch.layers / pp) * reduces * ring_s(seq * b * arch.hidden_size * 2, tp, intra, accel=accel)
+    # A TP group wider than the node (published runs only: the search keeps TP inside it) all-reduces
+    # over the NICs too: the hierarchical ring of planner/physics/collectives.py.
+    activation_bytes = seq * b * arch.hidden_size * 2
+    tp_reduce_s = (ring_s(activation_bytes, tp, intra, accel=accel) if tp <= apn
+                   else group_collective_s(activation_bytes, tp, apn, accel, itype))
+    tp_s = m * math.ceil(arch.layers / pp) * reduces * tp_reduce_s
     # PP: activations cross stage boundaries over the NICs once stages span nodes (step_from_parts).
     pp_link = inter_node_bytes_per_s(itype) if tp * dp * pp > apn else intra
     dp_s = _data_parallel_s(work, itype, accel, layout, compute_s, arch)
     ep_s = all_to_all_step_s(arch, itype, accel, tp, pp, layout.ep, b, m, seq, layout.checkpointing)
-    return StepParts(devices, tokens, peak, bandwidth, matmul_s, nonmatmul_s, experts_s, compute_s, tp_s, pp_link,
-                     dp_s, ep_s, model_flops_per_token(arch, seq, work.method))
+    return StepParts(devices, tokens, peak, bandwidth, matmul_s, nonmatmul_s, experts_s, adapters_s, compute_s, tp_s,
+                     pp_link, dp_s, ep_s, model_flops_per_token(arch, seq, work.method))
 
 
 def step_from_parts(parts: StepParts, arch: Architecture, seq: int, layout: TrainingLayout,
@@ -232,7 +241,7 @@ def step_from_parts(parts: StepParts, arch: Architecture, seq: int, layout: Trai
     step = compute_s + bubble_s + tp_s + pp_s + dp_s + ep_s + optimizer_s
     comm = tp_s + pp_s + dp_s + ep_s
     bound = ("communication" if comm > compute_s else
-             ("compute" if parts.matmul_s >= parts.nonmatmul_s + parts.experts_s else "memory-bandwidth"))
+             ("compute" if parts.matmul_s >= parts.nonmatmul_s + parts.experts_s + parts.adapters_s else "memory-bandwidth"))
     tokens_per_s = parts.tokens / step
     achieved = parts.flops_per_token * tokens_per_s / parts.devices
     return TrainingEstimate(step, parts.tokens, tokens_per_s, achieved / 1e12, achieved / parts.peak, bound)
