@@ -21,56 +21,58 @@ MEMORY_BANDWIDTH_EFFICIENCY = 0.9
 # than weight GEMV streams: vLLM's PagedAttention V1/V2 decode kernels sit well below the roof at
 # long contexts, FlashInfer's reach 70-90% only with split-KV (Ye et al., FlashInfer, arXiv
 # 2501.01005, Fig. 7). Prior: the weight-stream share until data says otherwise (bench/calibrate.py).
-KV_BANDWIDTH_EFFICIENCY = 0.71
+KV_BANDWIDTH_EFFICIENCY = 0.76
 # Fixed cost of one decode step on a GPU that no roof covers: the engine's scheduler and input
 # preparation on the CPU, kernel launches the CUDA graph does not hide, sampling and detokenisation.
 # vLLM's v0.6 profiling found the GPU idle for much of each step at small batch from this CPU work
 # (vLLM blog 2024-09-05, "vLLM v0.6.0: 2.7x throughput improvement and 5x latency reduction").
-DECODE_STEP_OVERHEAD_S = 0.0022
+DECODE_STEP_OVERHEAD_S = 0.0023
 # Extra cost of each tensor-parallel all-reduce in decode beyond the collective's own latency
 # (planner/physics/collectives.py): every all-reduce is a barrier, so each layer waits for the slowest
 # rank's kernel launches (the launch skew between ranks), twice per layer per step.
-TP_SYNC_OVERHEAD_S = 1e-05
+TP_SYNC_OVERHEAD_S = 6e-06
 # Weight-only quantised kernels dequantise on the fly and reach less of the roof (gpt-fast int8 and
 # int4-g32 rows, reference P-35..P-41).
-QUANTISED_BANDWIDTH_FACTOR = {"int8": 0.99, "int4": 0.83}
+QUANTISED_BANDWIDTH_FACTOR = {"int8": 1.0, "int4": 0.83}
 # MXFP4/NVFP4 weight kernels dequantise 4-bit blocks the same way; no published decode row isolates
 # them yet, so int4's fitted factor stands in (issue 28).
 FOUR_BIT_FORMATS = {"mxfp4": "int4", "nvfp4": "int4"}
 # Share of dense peak tensor FLOP/s that a transformer's GEMMs sustain end to end (clocks under load,
 # tile quantisation, kernel gaps), per CUDA compute-capability generation: Hopper reaches a lower
 # share of its higher peak than Ampere (MosaicML's H100 and A100 rows, one code base).
-GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.69, "9": 0.46}
+GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.44}
 # FP8 GEMMs reach a smaller share of their doubled peak than BF16 GEMMs of theirs (scaling factors,
 # casts, amax reductions): fitted on NeMo's FP8 Llama-3-8B row on H100 (reference N-8B-FP8).
-FP8_GEMM_EFFICIENCY_FACTOR = 1.04
+FP8_GEMM_EFFICIENCY_FACTOR = 1.2
 # Share of dense peak that prefill's GEMMs sustain at large M, per CUDA compute-capability generation,
 # before their shape factor (planner/physics/prefill_compute.py): the same cuBLAS GEMMs as a training
-# forward, so it is GEMM_EFFICIENCY_BY_GENERATION itself, fitted on the training rows (Hopper's lower share
-# of its higher peak holds for prefill too: NIM's 5,000-token H100 prompts). Never fitted on serving rows:
-# refitted leave-one-source-out there it drifts to 0.95 (Ampere, pulled by the A10G rows, whose catalog
-# tensor peak is unconfirmed) and 0.67 (Hopper, pulled by throughput rows), and held-out TTFT gets worse
-# (30.0% against 20.9%, bench LOSO over the TTFT sources), so serving rows never move training's constants.
-PREFILL_EFFICIENCY_BY_GENERATION = GEMM_EFFICIENCY_BY_GENERATION
+# forward, so the values are GEMM_EFFICIENCY_BY_GENERATION's fit on the training rows at b3eef24 (Hopper's lower
+# share of its higher peak holds for prefill too: NIM's 5,000-token H100 prompts). Not refitted on
+# serving rows: refitted leave-one-source-out they drift to 0.95 (Ampere, pulled by the A10G rows, whose
+# catalog tensor peak is unconfirmed) and 0.67 (Hopper, pulled by throughput rows), and held-out TTFT
+# gets worse (30.0% against 20.9% with these, bench LOSO over the TTFT sources). Its own table so
+# serving rows never move training's constants: tied to GEMM_EFFICIENCY_BY_GENERATION, the joint fit pulls
+# training's shares to 0.79/0.59 and its in-sample error from 9.6% to 15.1% (bench/calibrate.py).
+PREFILL_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.47}
 # Squared coefficient of variation of prompt arrivals at a replica, in Kingman's queueing formula
 # for the wait before a prefill: 1, Poisson arrivals (Kingman 1961; many independent clients). Not
 # fitted: the 2.4 once fitted here made up for prefill predicted at Ampere's GEMM share on H100
 # (planner/physics/prefill_compute.py); with prefill at its generation's share the fit returns 0.7-1.1.
 PROMPT_ARRIVAL_VARIABILITY = 1.0
 # Fixed cost of a request before its prefill starts: HTTP, tokenisation, scheduling (NIM TTFT rows).
-REQUEST_OVERHEAD_S = 0.005
+REQUEST_OVERHEAD_S = 0.016
 # Non-matmul traffic per layer in training, bytes per token per hidden unit: Korthikanti's 34 B of
 # stored activations (reference B2) written in the forward, read in the backward, and re-read and
 # re-written by norms, residual adds, activation functions and dropout.
-NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 68
+NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 102
 # Share of a collective that hides behind the compute it overlaps (FSDP/ZeRO prefetch, DDP bucketed
 # all-reduce in the backward): NCCL kernels take SMs from the GEMMs they overlap.
-COMM_OVERLAP = 0.75
+COMM_OVERLAP = 0.8
 # Time of one step of a flat NCCL ring (all-gather, reduce-scatter) once the ring crosses nodes: every
 # one of its ranks − 1 steps waits on the slowest hop, a NIC round (EFA/InfiniBand small-message
 # latency is ~10-20 µs; nccl-tests all-gather latency grows linearly with ranks). What makes ZeRO-3 and
 # FSDP lose throughput per GPU as data parallelism grows at a fixed global batch.
-INTER_NODE_RING_STEP_S = 1e-05
+INTER_NODE_RING_STEP_S = 1.3e-05
 
 # Neuron (Inferentia2, Trainium): no GPU constant above is reused. Fitted on
 # AWS's published Neuron performance tables (transformers-neuronx serving on inf2.48xlarge and
@@ -78,17 +80,17 @@ INTER_NODE_RING_STEP_S = 1e-05
 # TGI-on-Neuron runs (optimum-neuron and philschmid LLMPerf/guidellm, compiled static batches:
 # planner/physics/neuron_serving.py), bench/data/reference/. Trainium2 rows are compared, not fitted.
 # Achieved share of a NeuronCore's HBM bandwidth when decode streams weights and KV cache.
-NEURON_MEMORY_BANDWIDTH_EFFICIENCY = 0.92
+NEURON_MEMORY_BANDWIDTH_EFFICIENCY = 0.56
 # Fixed cost of one collective among NeuronCores (the decode all-reduces are latency-bound: an 8B
 # model at TP 24 reads 0.3 GB per core per step yet takes 6.4 ms, 0.2 ms per layer).
-NEURON_COLLECTIVE_LATENCY_S = 0.0001
+NEURON_COLLECTIVE_LATENCY_S = 6e-05
 # Achieved share of NeuronLink bandwidth in ring collectives.
-NEURON_LINK_EFFICIENCY = 0.65
+NEURON_LINK_EFFICIENCY = 0.7
 # Fixed cost of a request before its first token on Neuron: the host-side launch of the compiled
 # context-encoding graph and its I/O (128-token prompts take 25-29 ms on inf2 for 0.1 GFLOP of work).
-NEURON_REQUEST_OVERHEAD_S = 0.014
+NEURON_REQUEST_OVERHEAD_S = 0.018
 # Share of a NeuronCore's peak BF16 FLOP/s that context encoding (prefill) sustains.
-NEURON_PREFILL_EFFICIENCY = 0.31
+NEURON_PREFILL_EFFICIENCY = 0.3
 # Share of peak BF16 FLOP/s that NeuronX Distributed training GEMMs sustain.
 NEURON_GEMM_EFFICIENCY = 0.38
 
