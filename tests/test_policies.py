@@ -105,8 +105,8 @@ def test_memory_fits_passes_the_plan_and_blocks_undersized_through_the_pack():
     [(message, urn)] = validate_stack("accelerator-memory-fits", resources)
     assert urn == named(resources, "chat-70b-config").urn
     assert message.startswith("ml.g5.48xlarge has 22.4 GiB per A10G (20.1 GiB usable after 10% headroom) but "
-                              "workload chat-70b (llama-3.1-70b) needs 29.1 GiB per device at TP 8 × PP 1")
-    # 29.1 GiB: the plan now serves all 32 requests on one replica (batch 32, not 2 × 16), so twice the KV cache
+                              "workload chat-70b (llama-3.1-70b) needs 24.1 GiB per device at TP 8 × PP 1")
+    # 24.1 GiB: at the merged model's estimate the plan serves the 32 requests on 2 × ml.p4d.24xlarge, batch 16 each
     # NVIDIA types only (the vLLM engine), cheapest SageMaker price first
     assert "types that fit: p4de.24xlarge ($34.31/h), g6e.48xlarge ($37.66/h), p4d.24xlarge ($37.69/h)" in message
 
@@ -115,9 +115,9 @@ def test_memory_headroom_config_is_a_floor():
     resources = stack(expected=True)
     assert mandatory(resources, {"accelerator-memory-fits": {"minHeadroom": 0.05}}) == []
     found = {r: m for p, r, m in mandatory(resources, {"accelerator-memory-fits": {"minHeadroom": 0.75}})}
-    # chat-70b at the expected estimate is ml.p4de.24xlarge (80 GiB A100s) since the per-step serving costs: one
-    # p4d.24xlarge makes 936 output tokens/s, short of the 1,000 target, and two rank above one p4de
-    assert "20.0 GiB usable after 75% headroom" in found["chat-70b-config"]
+    # chat-70b at the expected estimate is 2 × ml.p4d.24xlarge (40 GiB A100s): under the one price rule two p4d
+    # ($27.45/h each, ranked) make 1,000 output tokens/s for less than the p4de or p5 alternatives
+    assert "10.0 GiB usable after 75% headroom" in found["chat-70b-config"]
 
 
 # The probes that passed before (issue 12), each on the 70B endpoint moved to ml.g5.48xlarge with the
@@ -177,7 +177,7 @@ def test_the_memory_rule_sizes_from_the_engine_not_the_tags():
     model["OPTION_MAX_ROLLING_BATCH_SIZE"] = "64"
     found = [m for p, _, m in mandatory(resources) if p == "accelerator-memory-fits"]
     assert any("says ctx=8192 but the engine's context is 131072" in m for m in found)
-    assert any(m.startswith("ml.p4de.24xlarge has 80.0 GiB per A100-80GB (72.0 GiB usable") for m in found), found
+    assert any(m.startswith("ml.p4d.24xlarge has 40.0 GiB per A100-40GB (36.0 GiB usable") for m in found), found
 
 
 @pytest.mark.parametrize("where, instance_type, expected", [
@@ -448,10 +448,10 @@ def test_whole_pack_blocks_tp16_on_8_gpu_nodes():
 def test_levels_from_config():
     resources = stack(expected=True)
     assert evaluate(resources, {"all": "disabled"}) == []
-    # both endpoints run one instance since issue 25's refit (chat-70b: one p4de replica at batch 32)
+    # at the expected estimate chat-70b runs two ml.p4d.24xlarge (the merged model's refit), so only the 8B
+    # endpoint runs one instance (at the default likely edge both do: test_check_cli_exit_codes_and_formats)
     found = evaluate(resources, {"endpoint-availability": "mandatory"})
-    assert sorted((v.policy, v.level, v.workload) for v in found) == [
-        ("endpoint-availability", "mandatory", "chat-70b"), ("endpoint-availability", "mandatory", "chat-8b")]
+    assert sorted((v.policy, v.level, v.workload) for v in found) == [("endpoint-availability", "mandatory", "chat-8b")]
 
 
 def test_check_cli_exit_codes_and_formats(tmp_path):
