@@ -13,6 +13,7 @@ from components import settings
 from planner.hardware.catalog import InstanceType
 from planner.workload.plan import Plan
 from planner.economics.provisioned import FSX_BACKUP_DAYS
+from planner.hardware.ultraservers import launch_type
 
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
 FSX_MOUNT_POINT = "/fsx"
@@ -47,6 +48,12 @@ class TrainingClusterArgs:
             raise ValueError(f"workload {self.plan.workload} is inference; TrainingCluster runs training plans")
         if not self.vpc_id or not self.subnet_id:
             raise ValueError("a training cluster needs vpc_id and subnet_id")
+        member, per_node = launch_type(self.instance.name)
+        if per_node > 1:  # the hostfile, torchrun's node count and the launch template are per launched instance
+            raise ValueError(f"{self.instance.name} is an UltraServer: EC2 launches it as {per_node} × {member} in a "
+                             "Capacity Block, and a training cluster of UltraServer members (a rank layout across "
+                             "members, IMEX for NVLink between them) is not provisioned by TrainingCluster; plan "
+                             f"training on {member} or another type (constraints.instance_types)")
         if self.plan.choice.nodes > 1 and not self.instance.efa:
             raise ValueError(f"{self.instance.name} has no EFA; a {self.plan.choice.nodes}-node cluster needs it")
         if self.plan.choice.purchase == "capacity-block" and not self.capacity_block_id:

@@ -169,3 +169,20 @@ def test_fsx_follows_the_plan_unless_the_stack_says(catalog):
     assert not run_program(relaxed).of_type("lustreFileSystem:LustreFileSystem")
     config["gpuplan:deployments"]["pretrain-70b"]["fsx"] = False
     assert not run_program(config).of_type("lustreFileSystem:LustreFileSystem")
+
+
+def test_an_ultraserver_training_plan_is_refused_not_launched_as_a_type_ec2_lacks(catalog):
+    """u-p6e-gb200x72 is not an instance type EC2 launches (its members are 18 × p6e-gb200.36xlarge): a training
+    plan on it must stop with the reason before a launch template names it."""
+    from components.training import TrainingClusterArgs
+
+    plan = plan_workload(workload(kind="training", model={"preset": "llama-3.1-8b"},
+                                  training={"tokens": 1.0e9, "deadline_hours": 48},
+                                  constraints={"instance_types": ["p5.48xlarge"]}), catalog)
+    ultra = plan.model_copy(update={"choice": plan.choice.model_copy(update={"instance_type": "u-p6e-gb200x72"})})
+    args = TrainingClusterArgs(plan=ultra, instance=catalog.instance("u-p6e-gb200x72"), vpc_id="vpc-1",
+                               subnet_id="subnet-1", tags={})
+    with pytest.raises(ValueError, match=r"u-p6e-gb200x72 is an UltraServer: EC2 launches it as 18 × p6e-gb200\.36xlarge"):
+        args.validate()
+    TrainingClusterArgs(plan=plan, instance=catalog.instance("p5.48xlarge"), vpc_id="vpc-1", subnet_id="subnet-1",
+                        tags={}).validate()
