@@ -22,6 +22,7 @@ import pulumi_aws as aws
 
 from components import settings
 from components.inference import model_grants, s3_artifact
+from components.ec2_nodes import IMDSV2_ONLY, node_ami, node_role, reservation_settings
 from components.training import NODE_TAGS, capacity_wait_timeout, network_interfaces
 from planner.hardware.catalog import InstanceType
 from planner.hardware.ultraservers import launch_type
@@ -200,28 +201,17 @@ class Ec2InferenceServer(pulumi.ComponentResource):
             tags=tags, opts=child)
         self.log_group = aws.cloudwatch.LogGroup(f"{name}-logs", name=log_group(plan),
                                                  retention_in_days=30, tags=tags, opts=child)
-        self.role = aws.iam.Role(f"{name}-role", assume_role_policy=json.dumps({
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}),
-            tags=tags, opts=child)
+        self.role = node_role(name, tags, child)
         self.role_policy = aws.iam.RolePolicy(
             f"{name}-policy", role=self.role.id,
             policy=account.apply(lambda a: json.dumps(node_policy(args, image, a))), opts=child)
         self.instance_profile = aws.iam.InstanceProfile(f"{name}-profile", role=self.role.name, opts=child)
-        if args.ami_id:
-            self.ami_id = pulumi.Output.from_input(args.ami_id)
-            template_opts = child
-        else:  # resolved once: later SSM updates do not replace the nodes until an amiId pins them
-            self.ami_id = aws.ssm.get_parameter_output(
-                name=args.ami_parameter or settings.ami_parameter(plan), with_decryption=False,
-                opts=pulumi.InvokeOutputOptions(parent=self)).insecure_value
-            template_opts = pulumi.ResourceOptions(parent=self, ignore_changes=["imageId"])
+        self.ami_id, template_opts = node_ami(self, args.ami_id, args.ami_parameter or settings.ami_parameter(plan))
         script = self.log_group.name.apply(lambda group: user_data(args, image, group))
         node_tags = {k: v for k, v in tags.items() if k in NODE_TAGS}
         template: dict = dict(
             image_id=self.ami_id, instance_type=member,
-            # IMDSv2 only; hop limit 1: the containers cannot reach the instance role's credentials
-            metadata_options={"http_tokens": "required", "http_endpoint": "enabled", "http_put_response_hop_limit": 1},
+            metadata_options=IMDSV2_ONLY,
             block_device_mappings=[
                 {"device_name": "/dev/sda1", "ebs": {"volume_size": ROOT_VOLUME_GB, "volume_type": "gp3",
                                                      "encrypted": "true", "delete_on_termination": "true"}},
@@ -232,13 +222,7 @@ class Ec2InferenceServer(pulumi.ComponentResource):
             user_data=script.apply(lambda s: base64.b64encode(s.encode()).decode()),
             tag_specifications=[{"resource_type": "instance", "tags": node_tags},
                                 {"resource_type": "volume", "tags": node_tags}],
-            tags=tags)
-        reservation = args.capacity_block_id or args.capacity_reservation_id
-        if reservation:
-            template["capacity_reservation_specification"] = {
-                "capacity_reservation_target": {"capacity_reservation_id": reservation}}
-        if args.capacity_block_id:
-            template["instance_market_options"] = {"market_type": "capacity-block"}
+            tags=tags, **reservation_settings(args.capacity_block_id, args.capacity_reservation_id))
         self.launch_template = aws.ec2.LaunchTemplate(f"{name}-lt", opts=template_opts, **template)
         count = args.instances
         self.nodes = aws.autoscaling.Group(

@@ -14,6 +14,7 @@ from planner.hardware.catalog import InstanceType
 from planner.workload.plan import Plan
 from planner.economics.provisioned import FSX_BACKUP_DAYS
 from planner.hardware.ultraservers import launch_type
+from components.ec2_nodes import IMDSV2_ONLY, node_ami, node_role, reservation_settings
 
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
 FSX_MOUNT_POINT = "/fsx"
@@ -234,10 +235,7 @@ class TrainingCluster(pulumi.ComponentResource):
                      "description": "outbound: packages, S3, SSM"}],
             tags=tags, opts=child)
         self.placement_group = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", tags=tags, opts=child)
-        self.role = aws.iam.Role(f"{name}-role", assume_role_policy=json.dumps({
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}),
-            tags=tags, opts=child)
+        self.role = node_role(name, tags, child)
         self.ssm_attachment = aws.iam.RolePolicyAttachment(f"{name}-ssm", role=self.role.name,
                                                            policy_arn=SSM_CORE_POLICY, opts=child)
         self.role_policy = aws.iam.RolePolicy(f"{name}-discovery", role=self.role.id,
@@ -261,14 +259,7 @@ class TrainingCluster(pulumi.ComponentResource):
                     file_system_path="/data", batch_import_meta_data_on_create=True,
                     s3={"auto_import_policy": {"events": ["NEW", "CHANGED", "DELETED"]}}, tags=tags, opts=child)
 
-        if args.ami_id:
-            self.ami_id = pulumi.Output.from_input(args.ami_id)
-            template_opts = child
-        else:  # resolved once: later SSM updates do not roll the cluster until an amiId pins them
-            parameter = aws.ssm.get_parameter_output(name=args.ami_parameter or settings.ami_parameter(plan),
-                                                     with_decryption=False, opts=pulumi.InvokeOutputOptions(parent=self))
-            self.ami_id = parameter.insecure_value
-            template_opts = pulumi.ResourceOptions(parent=self, ignore_changes=["imageId"])
+        self.ami_id, template_opts = node_ami(self, args.ami_id, args.ami_parameter or settings.ami_parameter(plan))
         script = (fsx_mount.apply(lambda m: user_data(plan, args.instance, name, (m[0], m[1])))
                   if fsx_mount is not None else pulumi.Output.from_input(user_data(plan, args.instance, name)))
         # The nodes carry the stable tags only: a tag specification is part of the template, so a tag
@@ -277,9 +268,7 @@ class TrainingCluster(pulumi.ComponentResource):
         node_tags = {k: v for k, v in tags.items() if k in NODE_TAGS}
         template: dict = dict(
             image_id=self.ami_id, instance_type=plan.choice.instance_type,
-            # hop limit 1: containers on the node cannot reach the instance role's credentials
-            metadata_options={"http_tokens": "required", "http_endpoint": "enabled",
-                              "http_put_response_hop_limit": 1},
+            metadata_options=IMDSV2_ONLY,
             block_device_mappings=[{"device_name": "/dev/sda1", "ebs": {
                 "volume_size": args.root_volume_gb or settings.root_volume_gb(plan), "volume_type": "gp3",
                 "encrypted": "true", "delete_on_termination": "true"}}],
@@ -289,14 +278,9 @@ class TrainingCluster(pulumi.ComponentResource):
             user_data=script.apply(lambda s: base64.b64encode(s.encode()).decode()),
             tag_specifications=[{"resource_type": "instance", "tags": {**node_tags, CLUSTER_TAG: name}},
                                 {"resource_type": "volume", "tags": node_tags}],
-            tags=tags)
+            tags=tags, **reservation_settings(args.capacity_block_id, args.capacity_reservation_id))
         reservation = args.capacity_block_id or args.capacity_reservation_id
-        if reservation:
-            template["capacity_reservation_specification"] = {
-                "capacity_reservation_target": {"capacity_reservation_id": reservation}}
-        if args.capacity_block_id:
-            template["instance_market_options"] = {"market_type": "capacity-block"}
-        else:
+        if not args.capacity_block_id:
             pulumi.log.info(f"{name}: {plan.choice.nodes} × {plan.choice.instance_type} without a reservation; if the "
                             "Auto Scaling group reports InsufficientInstanceCapacity, reserve a Capacity Block for ML "
                             "(`gpuplan preflight` lists offerings) and set capacityBlockId", resource=self)

@@ -210,7 +210,7 @@ def test_ultraserver_serving_without_a_capacity_block_is_refused(tmp_path):
     import pytest
 
     catalog = _rate_card(tmp_path, "u-p6e-gb200x36", 400.0, "ec2")
-    with pytest.raises(Exception, match="Capacity Block for ML"):
+    with pytest.raises(pulumi.RunError, match="Capacity Block for ML"):
         run_program(_stack(_gb200_serving(), {"big": {"hfModelId": "meta-llama/Llama-3.1-70B-Instruct"}}, catalog))
 
 
