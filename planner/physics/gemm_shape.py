@@ -37,15 +37,21 @@ def _shape_factor(m: int, n: int, k: int, sms: int | None, bandwidth_gb_s: float
                   element_bytes: float) -> float:
     if m <= 0 or n <= 0 or k <= 0:
         return 1.0
-    flops = 2.0 * m * n * k
-    ideal_s = flops / peak_flops
+    return 2.0 * m * n * k / peak_flops / gemm_time_s(m, n, k, sms, bandwidth_gb_s, peak_flops, element_bytes)
+
+
+def gemm_time_s(m: int, n: int, k: int, sms: int | None, bandwidth_gb_s: float, peak_flops: float,
+                element_bytes: float, tiles: tuple[tuple[int, int], ...] = ((TILE_M, TILE_N),)) -> float:
+    """Seconds of one M×K·K×N GEMM at the peak rate: its tile waves (the best of `tiles`, as cuBLAS's
+    heuristic picks a tile per shape) against the HBM time of its operands."""
+    ideal_s = 2.0 * m * n * k / peak_flops
     if sms:
-        tiles = math.ceil(m / TILE_M) * math.ceil(n / TILE_N)
-        compute_s = ideal_s * math.ceil(tiles / sms) * sms * TILE_M * TILE_N / (m * n)
+        compute_s = min(ideal_s * math.ceil(math.ceil(m / tm) * math.ceil(n / tn) / sms) * sms * tm * tn / (m * n)
+                        for tm, tn in tiles)
     else:  # an accelerator without a published SM count: the roofline only
         compute_s = ideal_s
     memory_s = element_bytes * (m * k + k * n + m * n) / (bandwidth_gb_s * 1e9)
-    return ideal_s / max(compute_s, memory_s)
+    return max(compute_s, memory_s)
 
 
 def layer_gemms(arch: Architecture, tokens: int, tp: int) -> list[tuple[int, int, int]]:

@@ -18,12 +18,10 @@ prompts 35-43% fast.
 
 from __future__ import annotations
 
-import math
-
 from planner.hardware.catalog import Accelerator
 from planner.hardware.units import BYTES_PER_PARAM, compute_precision
 from planner.physics import efficiency
-from planner.physics.gemm_shape import SMS, layer_gemms
+from planner.physics.gemm_shape import SMS, gemm_time_s, layer_gemms
 from planner.workload.presets import Architecture
 
 
@@ -34,24 +32,15 @@ from planner.workload.presets import Architecture
 TILES = ((256, 128), (128, 128), (128, 64))
 
 
-def _wave_factor(m: int, n: int, sms: int) -> float:
-    """Useful ÷ issued tile area over full waves, for the best of TILES."""
-    return max(m * n / (math.ceil(math.ceil(m / tm) * math.ceil(n / tn) / sms) * sms * tm * tn) for tm, tn in TILES)
-
-
 def forward_gemm_factor(arch: Architecture, tokens: int, tp: int, accel: Accelerator, peak_flops: float,
                         element_bytes: float) -> float:
     """Achieved ÷ ideal rate of one layer's forward GEMMs (QKV, attention output, MLP up, MLP down) with
-    M = `tokens`, FLOP-weighted: each GEMM's wave-quantised compute time against its HBM time (operands
-    of `element_bytes`), as gemm_shape.gemm_shape_factor but with the per-shape tile above."""
+    M = `tokens`, FLOP-weighted: gemm_shape.gemm_time_s of each at the per-shape tile above."""
     sms = SMS.get(accel.name)
     work = time = 0.0
     for m, n, k in layer_gemms(arch, max(1, int(tokens)), tp):
-        flops = 2.0 * m * n * k
-        compute_s = flops / peak_flops / (_wave_factor(m, n, sms) if sms else 1.0)
-        memory_s = element_bytes * (m * k + k * n + m * n) / (accel.memory_bandwidth_gb_s * 1e9)
-        work += flops
-        time += max(compute_s, memory_s)
+        work += 2.0 * m * n * k
+        time += gemm_time_s(m, n, k, sms, accel.memory_bandwidth_gb_s, peak_flops, element_bytes, TILES)
     return work / peak_flops / time if time else 1.0
 
 
