@@ -140,6 +140,8 @@ def container_environment(model: Resource) -> Mapping | None:
 
 
 def _script(template: Resource) -> str | None:
+    """A launch template's user data as text (base64 as the provider takes it, or plain), None when
+    absent or unknown at preview."""
     data = template.props.get("userData")
     if not isinstance(data, str) or not data:
         return None
@@ -166,13 +168,9 @@ def serving_exports(template: Resource) -> dict[str, str] | None:
 def training_exports(template: Resource) -> dict[str, int]:
     """The layout a launch template's user data exports to the nodes (GPUPLAN_TP=8 ...), or {} when
     the user data is absent, unknown at preview or not gpuplan's."""
-    data = template.props.get("userData")
-    if not isinstance(data, str) or not data:
+    script = _script(template)
+    if script is None:
         return {}
-    try:
-        script = base64.b64decode(data, validate=True).decode("utf-8", "replace")
-    except (binascii.Error, ValueError):
-        script = data
     found = {}
     for name, key in TRAINING_EXPORTS.items():
         match = re.search(rf"^{name}=(\d+)\s*$", script, re.MULTILINE)

@@ -25,12 +25,6 @@ def deploy_target(kind: str, requested: str) -> str:
     return "sagemaker" if kind == "inference" else "ec2"
 
 
-def ec2_serving_reason(itype: InstanceType) -> str:
-    """The plan's line for a serving plan placed on EC2 by `auto`."""
-    return (f"served on EC2: SageMaker hosting does not offer ml.{itype.name} (botocore 1.44.5 sagemaker "
-            "ProductionVariantInstanceType), so deploy_target auto runs it as an EC2 instance")
-
-
 def purchase_options(kind: str, requested: str) -> tuple[str, ...]:
     if requested != "auto":
         return (requested,)

@@ -5,7 +5,7 @@ managed-API comparison, the alternatives and every rejected type with its reason
 from __future__ import annotations
 
 from planner.economics.buying import purchase_reason, purchase_table, storage_section
-from planner.economics.cost import ec2_serving_reason, price_vintage_notes, usd_per_million_tokens
+from planner.economics.cost import price_vintage_notes, usd_per_million_tokens
 from planner.economics.managed import compare_managed
 from planner.economics.ownership import rent_vs_buy
 from planner.economics.price_rule import one_rule_reason
@@ -13,7 +13,7 @@ from planner.economics.provisioned import priced
 from planner.hardware.catalog import Catalog
 from planner.physics.bands import memory_band, memory_fit_factor, performance_band
 from planner.search.candidates import Candidate, Miss
-from planner.search.sweep import engine_for, hours_of
+from planner.search.sweep import ec2_serving_reason, engine_for, hours_of
 from planner.search.training import global_batch_sequences
 from planner.workload.plan import (Alternative, Choice, ModelSummary, Plan, PlanCost, PlanLayout, PlanMemory,
                                    PlanPerformance, Rejection)

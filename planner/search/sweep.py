@@ -85,6 +85,12 @@ def type_target(w: Workload, itype: InstanceType, target: str) -> str:
     return target
 
 
+def ec2_serving_reason(itype: InstanceType) -> str:
+    """The plan's line for a serving plan that type_target placed on EC2."""
+    return (f"served on EC2: SageMaker hosting does not offer ml.{itype.name} (botocore 1.44.5 sagemaker "
+            "ProductionVariantInstanceType), so deploy_target auto runs it as an EC2 instance")
+
+
 def search_types(w: Workload, catalog: Catalog, target: str, prices: Callable[[InstanceType, str], TypePrices | str],
                  collect: list[Candidate] | None = None) -> tuple[list[Candidate], dict[str, Miss]]:
     """The best candidate of every type that can run the workload, and why each other type cannot;
