@@ -25,7 +25,7 @@ def run_storage(w: Workload, tokens_per_s: float, nodes: int) -> StoragePlan:
                         max_checkpoint_share=t.max_checkpoint_share, region=w.constraints.region)
 
 
-def unpriced_verdict(w: Workload, arch, book: dict[str, HourlyPrice], nodes: int, train_s: float,
+def unpriced_verdict(w: Workload, book: dict[str, HourlyPrice], nodes: int, train_s: float,
                      tokens_per_s: float, best_usd: float, slow: float) -> str | None:
     """What pricing a layout would conclude, when that is sure without pricing it: "worse" (it meets the
     deadline but cannot beat `best_usd`, the best rank key's cost) or "late" (it misses the deadline);
@@ -39,7 +39,7 @@ def unpriced_verdict(w: Workload, arch, book: dict[str, HourlyPrice], nodes: int
     if float(f"{floor_usd:.3g}") <= best_usd:
         return None
     t = w.training
-    *_, per_node_mb_s = storage_rates(arch, method=t.method, precision=w.precision, optimizer=t.optimizer,
+    *_, per_node_mb_s = storage_rates(w.architecture, method=t.method, precision=w.precision, optimizer=t.optimizer,
                                       lora_rank=t.lora_rank, tokens=t.tokens, tokens_per_s=tokens_per_s, nodes=nodes,
                                       dataset_format=t.dataset_format,
                                       checkpoint_interval_s=t.checkpoint_interval_minutes * 60,
@@ -84,7 +84,7 @@ class BookPrices:
         self.w, self.book = w, book
 
     def verdict(self, nodes: int, train_s: float, tokens_per_s: float, best_usd: float, slow: float) -> str | None:
-        return unpriced_verdict(self.w, self.w.architecture, self.book, nodes, train_s, tokens_per_s, best_usd, slow)
+        return unpriced_verdict(self.w, self.book, nodes, train_s, tokens_per_s, best_usd, slow)
 
     def offer(self, nodes: int, train_s: float, tokens_per_s: float, states_per_device_bytes: float,
               devices_per_node: int) -> RunOffer:
