@@ -25,7 +25,7 @@ from components.inference import model_grants, s3_artifact
 from components.ec2_nodes import IMDSV2_ONLY, node_ami, node_role, reservation_settings
 from components.training import NODE_TAGS, capacity_wait_timeout, network_interfaces
 from planner.hardware.catalog import InstanceType
-from planner.hardware.ultraservers import launch_type
+from planner.hardware.ultraservers import launch_type, member_instance
 from planner.workload.plan import Plan
 
 SERVING_PORT = 8080  # the DLCs' SageMaker serving port (/ping, /invocations)
@@ -217,7 +217,7 @@ class Ec2InferenceServer(pulumi.ComponentResource):
                                                      "encrypted": "true", "delete_on_termination": "true"}},
                 {"device_name": MODEL_DEVICE, "ebs": {"volume_size": model_volume_gb(plan), "volume_type": "gp3",
                                                       "encrypted": "true", "delete_on_termination": "true"}}],
-            network_interfaces=network_interfaces(args.instance, args.subnet_id, self.security_group.id),
+            network_interfaces=network_interfaces(member_instance(args.instance), args.subnet_id, self.security_group.id),
             iam_instance_profile={"arn": self.instance_profile.arn},
             user_data=script.apply(lambda s: base64.b64encode(s.encode()).decode()),
             tag_specifications=[{"resource_type": "instance", "tags": node_tags},

@@ -196,6 +196,8 @@ def test_gb200_ultraserver_serving_launches_its_members_in_the_capacity_block(tm
     assert template.inputs["instanceMarketOptions"]["marketType"] == "capacity-block"
     interfaces = template.inputs["networkInterfaces"]
     assert interfaces[0]["interfaceType"] == "efa"
+    # a member's own EFA cards (36 over 9 members), not the whole UltraServer's
+    assert [i["networkCardIndex"] for i in interfaces] == [0, 1, 2, 3]
     [group] = stack.of_type("autoscaling/group:Group")
     assert group.inputs["desiredCapacity"] == 9  # one UltraServer = 9 members
     script = _ec2_script(stack)

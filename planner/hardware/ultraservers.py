@@ -5,6 +5,8 @@ between the two here, so both read one table."""
 
 from __future__ import annotations
 
+from planner.hardware.catalog import InstanceType
+
 # UltraServer → (member instance type, members per UltraServer). Sources: AWS EC2 P6e-GB200 UltraServers
 # page (u-p6e-gb200x36 = 9 × p6e-gb200.36xlarge, u-p6e-gb200x72 = 18; 4 GB200 per member) and the EC2 Trn2
 # page (u-trn2x64 = 4 × trn2u.48xlarge, 16 Trainium2 each); both read 2026-01-21, as the catalog rows cite.
@@ -24,3 +26,12 @@ def planned_type(launched: str) -> str:
     """A launched member type read back as an UltraServer the catalog sizes (its devices are the same
     whichever UltraServer it belongs to); any other type as it is."""
     return next((name for name, (member, _) in MEMBERS.items() if member == launched), launched)
+
+
+def member_instance(itype: InstanceType) -> InstanceType:
+    """The instance EC2 launches for one member of `itype`: the member type with its share of the
+    UltraServer's network cards (u-p6e-gb200x72: 72 EFA cards over 18 members, 4 each); any other type as it is."""
+    member, members = launch_type(itype.name)
+    if members == 1:
+        return itype
+    return itype.model_copy(update={"name": member, "network_cards": itype.network_cards // members})
