@@ -88,6 +88,13 @@ def _matmul_s(arch: Architecture, accel: Accelerator, precision: str, method: st
     """Linear layers run at the precision's tensor rate (FP8 where trained in FP8), at the share big
     GEMMs reach times their shapes' factor (tile/wave quantisation, roofline: planner/physics/gemm_shape.py);
     the attention core (QKᵀ, softmax·V) stays in 16-bit, as Transformer Engine and Megatron run it."""
+    return tokens_per_device * _matmul_s_per_token(arch, accel, precision, method, seq, layout)
+
+
+def _matmul_s_per_token(arch: Architecture, accel: Accelerator, precision: str, method: str, seq: int,
+                        layout: TrainingLayout) -> float:
+    """_matmul_s per token a device processes: it reads only TP, the micro-batch and the recompute mode
+    of the layout, so the search computes it once per (TP, micro-batch, recompute) (step_parts' memo)."""
     checkpointing = layout.checkpointing
     gemm = efficiency.gemm_efficiency(accel)
     linear_precision = compute_precision(precision)
@@ -100,8 +107,8 @@ def _matmul_s(arch: Architecture, accel: Accelerator, precision: str, method: st
     # FlashAttention skips the masked half of causal attention: the hardware does half of the
     # 12·L·h·s that the MFU definition counts (Dao 2023, FlashAttention-2 §3.1).
     attention = (12 * arch.layers * arch.hidden_size * seq + extra_attention) / (2 if accel.supports.flash_attention else 1)
-    return tokens_per_device * (linear / (accel.peak_flops(linear_precision) * linear_efficiency)
-                                + attention / (accel.peak_flops(attention_precision) * gemm))
+    return (linear / (accel.peak_flops(linear_precision) * linear_efficiency)
+            + attention / (accel.peak_flops(attention_precision) * gemm))
 
 
 def _dequantise_s(work: TrainingWork, accel: Accelerator, layout: TrainingLayout) -> float:
@@ -116,7 +123,7 @@ def _dequantise_s(work: TrainingWork, accel: Accelerator, layout: TrainingLayout
 
 
 def _data_parallel_s(work: TrainingWork, itype: InstanceType, accel: Accelerator, layout: TrainingLayout,
-                     compute_s: float, arch: Architecture) -> float:
+                     compute_s: float, arch: Architecture, traffic_s: tuple[float, float] | None = None) -> float:
     """Exposed data-parallel communication. Per micro-batch: ZeRO-3/FSDP all-gather the weights in the
     forward and again in the backward and reduce-scatter gradients; ZeRO-2 reduce-scatters gradients
     (DeepSpeed). Once per step: ZeRO-0 all-reduces gradients (DDP accumulates locally), ZeRO-1
@@ -127,6 +134,17 @@ def _data_parallel_s(work: TrainingWork, itype: InstanceType, accel: Accelerator
     m = layout.microbatches
     if layout.dp <= 1:
         return 0.0
+    per_microbatch, per_step = traffic_s or _dp_traffic_s(work, itype, accel, layout, arch)
+    compute_per_microbatch = compute_s / m
+    exposed = m * max(0.0, per_microbatch - efficiency.COMM_OVERLAP * compute_per_microbatch)
+    exposed += max(0.0, per_step - efficiency.COMM_OVERLAP * compute_per_microbatch * 2 / 3)
+    return exposed
+
+
+def _dp_traffic_s(work: TrainingWork, itype: InstanceType, accel: Accelerator, layout: TrainingLayout,
+                  arch: Architecture) -> tuple[float, float]:
+    """(per micro-batch, per step) data-parallel collective time of the dense and the expert weights: it
+    reads only TP, PP, DP, ZeRO and EP of the layout, so the search computes it once per those (step_parts' memo)."""
     if layout.ep > 1:
         dense, experts = expert_work(work, arch)
         expert_layout = replace(layout, tp=layout.tp * layout.ep, dp=layout.dp // layout.ep, ep=1)
@@ -134,12 +152,7 @@ def _data_parallel_s(work: TrainingWork, itype: InstanceType, accel: Accelerator
                  _dp_collectives_s(experts, itype, accel, expert_layout, arch.layers)]
     else:
         parts = [_dp_collectives_s(work, itype, accel, layout, arch.layers)]
-    per_microbatch = sum(p[0] for p in parts)
-    per_step = sum(p[1] for p in parts)
-    compute_per_microbatch = compute_s / m
-    exposed = m * max(0.0, per_microbatch - efficiency.COMM_OVERLAP * compute_per_microbatch)
-    exposed += max(0.0, per_step - efficiency.COMM_OVERLAP * compute_per_microbatch * 2 / 3)
-    return exposed
+    return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
 
 def _dp_collectives_s(work: TrainingWork, itype: InstanceType, accel: Accelerator,
@@ -192,38 +205,86 @@ class StepParts:
 
 
 def step_parts(arch: Architecture, itype: InstanceType, accel: Accelerator, precision: str, seq: int,
-               layout: TrainingLayout, work: TrainingWork) -> StepParts:
-    """Compute, TP, DP and EP time of a layout; reads neither layout.schedule nor layout.virtual_stages."""
-    tp, pp, dp, m, b = layout.tp, layout.pp, layout.dp, layout.microbatches, layout.micro_batch
+               layout: TrainingLayout, work: TrainingWork, memo: dict | None = None) -> StepParts:
+    """Compute, TP, DP and EP time of a layout; reads neither layout.schedule nor layout.virtual_stages.
+    `memo`: a dict kept for one (arch, itype, accel, precision, seq, work), in which the pieces that read
+    only part of the layout are kept by that part (the search times thousands of layouts of one type;
+    a kept piece is the very float a new evaluation would give)."""
+    memo = {} if memo is None else memo
+    tp, pp, dp, m, b, ck = layout.tp, layout.pp, layout.dp, layout.microbatches, layout.micro_batch, layout.checkpointing
     devices = tp * pp * dp
     tokens = m * b * dp * seq
-    peak = accel.peak_flops(compute_precision(precision))
-    bandwidth = accel.memory_bandwidth_gb_s * 1e9
-    matmul_s = _matmul_s(arch, accel, precision, work.method, seq, layout, tokens / devices)
-    passes = 4 / 3 if layout.checkpointing == "full" else 1.0
+    peak, bandwidth, intra, flops_per_token = _fixed(arch, accel, precision, seq, work, memo)
+    matmul_s = tokens / devices * _matmul_per_token_memo(arch, accel, precision, work, seq, tp, b, ck, memo)  # _matmul_s
+    passes = 4 / 3 if ck == "full" else 1.0
     nonmatmul_s = passes * efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN * arch.layers * arch.hidden_size * tokens / devices / bandwidth
     experts_s = expert_weight_traffic_s(arch, accel, compute_precision(precision), work, tp, pp, layout.ep, b, m, seq,
-                                        layout.checkpointing)
-    adapters_s = adapter_traffic_s(arch, work.method, layout.checkpointing, tokens / devices,
+                                        ck)
+    adapters_s = adapter_traffic_s(arch, work.method, ck, tokens / devices,
                                    efficiency.effective_bandwidth(accel, "bf16"))
     compute_s = matmul_s + nonmatmul_s + _dequantise_s(work, accel, layout) + experts_s + adapters_s
 
     apn = itype.accelerators_per_node
-    intra = intra_node_bytes_per_s(accel)
     # TP: 4 all-reduces of s·b·h activations per layer per micro-batch (2 forward, 2 backward), +2 on recompute.
-    reduces = 4 + (2 if layout.checkpointing == "full" else 0)
-    # A TP group wider than the node (published runs only: the search keeps TP inside it) all-reduces
-    # over the NICs too: the hierarchical ring of planner/physics/collectives.py.
-    activation_bytes = seq * b * arch.hidden_size * 2
-    tp_reduce_s = (ring_s(activation_bytes, tp, intra, accel=accel) if tp <= apn
-                   else group_collective_s(activation_bytes, tp, apn, accel, itype))
-    tp_s = m * math.ceil(arch.layers / pp) * reduces * tp_reduce_s
+    reduces = 4 + (2 if ck == "full" else 0)
+    tp_s = m * math.ceil(arch.layers / pp) * reduces * _tp_reduce_s(arch, itype, accel, seq, tp, b, intra, memo)
     # PP: activations cross stage boundaries over the NICs once stages span nodes (step_from_parts).
     pp_link = inter_node_bytes_per_s(itype) if tp * dp * pp > apn else intra
-    dp_s = _data_parallel_s(work, itype, accel, layout, compute_s, arch)
-    ep_s = all_to_all_step_s(arch, itype, accel, tp, pp, layout.ep, b, m, seq, layout.checkpointing)
+    traffic_key = ("dp", tp, pp, dp, layout.zero, layout.ep)
+    if dp > 1 and (traffic := memo.get(traffic_key)) is None:
+        traffic = memo[traffic_key] = _dp_traffic_s(work, itype, accel, layout, arch)
+    dp_s = _data_parallel_s(work, itype, accel, layout, compute_s, arch, traffic if dp > 1 else None)
+    ep_s = all_to_all_step_s(arch, itype, accel, tp, pp, layout.ep, b, m, seq, ck)
     return StepParts(devices, tokens, peak, bandwidth, matmul_s, nonmatmul_s, experts_s, adapters_s, compute_s, tp_s,
-                     pp_link, dp_s, ep_s, model_flops_per_token(arch, seq, work.method))
+                     pp_link, dp_s, ep_s, flops_per_token)
+
+
+def _fixed(arch: Architecture, accel: Accelerator, precision: str, seq: int, work: TrainingWork,
+           memo: dict) -> tuple[float, float, float, float]:
+    """(peak FLOP/s, HBM bytes/s, intra-node bytes/s, model FLOPs per token): the same for every layout."""
+    if (fixed := memo.get("fixed")) is None:
+        fixed = memo["fixed"] = (accel.peak_flops(compute_precision(precision)), accel.memory_bandwidth_gb_s * 1e9,
+                                 intra_node_bytes_per_s(accel), model_flops_per_token(arch, seq, work.method))
+    return fixed
+
+
+def _matmul_per_token_memo(arch: Architecture, accel: Accelerator, precision: str, work: TrainingWork, seq: int,
+                           tp: int, micro_batch: int, checkpointing: str, memo: dict) -> float:
+    key = ("matmul", tp, micro_batch, checkpointing)
+    if (per_token_s := memo.get(key)) is None:
+        layout = TrainingLayout(tp, 1, 1, 0, micro_batch, 1, checkpointing)  # the fields it reads: TP, micro-batch, recompute
+        per_token_s = memo[key] = _matmul_s_per_token(arch, accel, precision, work.method, seq, layout)
+    return per_token_s
+
+
+def _tp_reduce_s(arch: Architecture, itype: InstanceType, accel: Accelerator, seq: int, tp: int, micro_batch: int,
+                 intra: float, memo: dict) -> float:
+    """One TP all-reduce of a micro-batch's s·b·h activations. A TP group wider than the node (published
+    runs only: the search keeps TP inside it) all-reduces over the NICs too (planner/physics/collectives.py)."""
+    if (reduce_s := memo.get(("tp", tp, micro_batch))) is None:
+        activation_bytes = seq * micro_batch * arch.hidden_size * 2
+        apn = itype.accelerators_per_node
+        reduce_s = memo["tp", tp, micro_batch] = (ring_s(activation_bytes, tp, intra, accel=accel) if tp <= apn
+                                                  else group_collective_s(activation_bytes, tp, apn, accel, itype))
+    return reduce_s
+
+
+def device_s_per_token_floor(arch: Architecture, itype: InstanceType, accel: Accelerator, precision: str, seq: int,
+                             work: TrainingWork, tp: int, pp: int, micro_batch: int, checkpointing: str,
+                             memo: dict) -> tuple[float, float]:
+    """(compute, TP) device-seconds per token that any layout of this TP, PP, micro-batch and recompute is at
+    least charged by step_parts, whatever its DP, ZeRO, EP or schedule. With tokens = m·b·dp·s and devices
+    = tp·pp·dp: compute_s = tokens/devices × (matmul + non-matmul per token) + experts, adapters and
+    dequantisation (each ≥ 0); tp_s = m·⌈L/pp⌉·reduces·r = tokens/devices × tp·pp·⌈L/pp⌉·reduces·r / (b·s).
+    A step is compute × (1 + bubble) + tp_s + terms ≥ 0 (step_from_parts): the search's run floor
+    (planner/search/run_floor.py)."""
+    _, bandwidth, intra, _ = _fixed(arch, accel, precision, seq, work, memo)
+    matmul = _matmul_per_token_memo(arch, accel, precision, work, seq, tp, micro_batch, checkpointing, memo)
+    passes = 4 / 3 if checkpointing == "full" else 1.0
+    nonmatmul = passes * efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN * arch.layers * arch.hidden_size / bandwidth
+    reduces = 4 + (2 if checkpointing == "full" else 0)
+    tp_reduce_s = _tp_reduce_s(arch, itype, accel, seq, tp, micro_batch, intra, memo)
+    return matmul + nonmatmul, tp * pp * math.ceil(arch.layers / pp) * reduces * tp_reduce_s / (micro_batch * seq)
 
 
 def step_from_parts(parts: StepParts, arch: Architecture, seq: int, layout: TrainingLayout,

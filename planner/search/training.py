@@ -12,6 +12,7 @@ from planner.hardware.catalog import Accelerator, InstanceType
 from planner.physics.expert_training import ep_options, ep_pin_miss, ep_text
 from planner.physics.memory import TrainingSetup, training_memory
 from planner.search.pricing import TypePrices
+from planner.search.step_floor import tokens_per_s_ceiling
 from planner.search.tables import fit_table, memory_table
 from planner.physics.pipeline_schedule import memory_virtual_stages, schedule_options
 from planner.physics.training_time import (TrainingLayout, model_flops_per_token, step_from_parts, step_parts,
@@ -63,7 +64,7 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, prices: 
     search = _TrainingSearch(w, itype, accel, prices, collect, nodes_options)
     for tp in search.tps:
         for pp in search.pps:
-            if pp <= w.architecture.layers:
+            if pp <= search.arch.layers:
                 search.walk_nodes(tp, pp)
     if search.best is not None:
         return search.best
@@ -119,6 +120,9 @@ class _TrainingSearch:
         arch, t, c, pins = w.architecture, w.training, w.constraints, w.layout
         self.w, self.itype, self.accel, self.prices, self.collect = w, itype, accel, prices, collect
         self.nodes_options, neuron = nodes_options, accel.is_neuron
+        # Read once: w.architecture resolves the preset on every access, and the loops below ask it ~20,000 times.
+        self.arch, self.neuron, self.flash = arch, neuron, accel.supports.flash_attention
+        self.step_memo: dict = {}  # step_parts' pieces for this type (planner/physics/training_time.py)
         platform = "neuron" if neuron else "gpu"
         self.usable = accel.memory_bytes * (1 - c.memory_headroom)
         # constraints.confidence likely: the memory must fit at the high edge of memory.band
@@ -148,9 +152,8 @@ class _TrainingSearch:
         m = math.ceil(self.seqs / (dp * mb))
         key = (tp, pp, dp, zero, mb, m, ck, ep, virtual_stages)
         if (mem := self.sized.get(key)) is None:
-            mem = self.sized[key] = training_memory(self.w.architecture, self.setup, tp, pp, dp, zero, mb, m, ck,
-                                                    self.accel.supports.flash_attention, virtual_stages,
-                                                    self.accel.is_neuron, ep)
+            mem = self.sized[key] = training_memory(self.arch, self.setup, tp, pp, dp, zero, mb, m, ck,
+                                                    self.flash, virtual_stages, self.neuron, ep)
         return m, mem
 
     def walk_nodes(self, tp: int, pp: int) -> None:
@@ -179,22 +182,26 @@ class _TrainingSearch:
             self.miss = Miss(f"a global batch of {self.seqs} sequences cannot feed {dp} data-parallel ranks "
                              f"at {nodes} nodes (raise training.global_batch_tokens)", dp * min(mbs) / self.seqs).nearer(self.miss)
             return _STOP
-        eps = ep_options(w.architecture, w.training.method, dp, pins.expert_parallel, tp)  # MoE: TP-only experts, or EP
+        eps = ep_options(self.arch, w.training.method, dp, pins.expert_parallel, tp)  # MoE: TP-only experts, or EP
         if not eps:
-            self.miss = Miss(ep_pin_miss(w.architecture, pins.expert_parallel, tp, dp)).nearer(self.miss)
+            self.miss = Miss(ep_pin_miss(self.arch, pins.expert_parallel, tp, dp)).nearer(self.miss)
             return None
         _, lean = self.memory(tp, pp, dp, max(zeros), min(mbs), ckpts[-1], max(eps))
         if lean.total > self.fit_usable:
-            if self.best is None:  # a miss is only reported when nothing fits (then best stays None)
+            # a miss is only reported when nothing fits (then best stays None), and only the nearest is
+            # worded (Miss.nearer's order; memory_miss's shortfall is required ÷ usable, at stage 1)
+            if self.best is None and (self.miss is None or (-1, lean.total * self.grow / self.usable)
+                                      < (-self.miss.stage, self.miss.shortfall)):
                 self.miss = memory_miss(self.itype, self.accel, self.usable, lean.total * self.grow,
                                         f"at {nodes} node(s), TP {tp} × PP {pp} × DP {dp}{ep_text(max(eps))}, "
                                         f"ZeRO-{max(zeros)}, micro-batch {min(mbs)}, {ckpts[-1]} recompute"
-                                        f"{self.fit_edge}").nearer(self.miss)
+                                        f"{self.fit_edge}")
             return None
         fit_key = (tp, pp, dp, ckpts, zeros, mbs, eps)
         if fit_key not in self.fits:
-            self.fits[fit_key] = _fastest_fit(w.architecture, self.itype, self.accel, w, self.setup, self.work,
-                                              self.fit_usable, tp, pp, dp, self.seqs, ckpts, zeros, mbs, self.memory, eps)
+            self.fits[fit_key] = _fastest_fit(self.arch, self.itype, self.accel, w, self.setup, self.work,
+                                              self.fit_usable, tp, pp, dp, self.seqs, ckpts, zeros, mbs, self.memory, eps,
+                                              self.step_memo)
         found = self.fits[fit_key]
         return None if found is None else self.price_run(tp, pp, dp, nodes, *found)
 
@@ -236,9 +243,10 @@ class _TrainingSearch:
         return improved
 
 
-def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, ckpts, zeros, mbs, memory, eps=(1,)):
+def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, ckpts, zeros, mbs, memory, eps=(1,),
+                 step_memo=None):
     """For each EP degree, recompute mode and ZeRO stage, the largest micro-batch that fits; the fastest of those."""
-    best = None
+    best, step_memo = None, {} if step_memo is None else step_memo
     smallest = min(mbs)
     for ep, ck in ((ep, ck) for ep in eps for ck in ckpts):
         for zero in sorted(zeros, reverse=True):  # each lower stage holds more: stop at the first misfit
@@ -256,6 +264,9 @@ def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, c
                     m = math.ceil(seqs / (dp * mb))
                 if mem.total > usable:
                     continue
+                if best is not None and tokens_per_s_ceiling(arch, itype, accel, w.precision, setup.seq, work, tp, pp, dp,
+                                                             mb, m, ck, step_memo) < best[2].tokens_per_s:
+                    break  # no schedule of it can be faster than the best (planner/search/step_floor.py)
                 parts = None  # the schedule-free part of the step, shared by every schedule below
                 for schedule, v in schedule_options(pp, arch.layers, not accel.is_neuron):
                     vm = memory_virtual_stages(schedule, v)
@@ -264,7 +275,7 @@ def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, c
                         continue
                     layout = TrainingLayout(tp, pp, dp, zero, mb, m, ck, schedule, v, ep)
                     state = sched_mem.weights + sched_mem.gradients + sched_mem.optimizer
-                    parts = parts or step_parts(arch, itype, accel, w.precision, setup.seq, layout, work)
+                    parts = parts or step_parts(arch, itype, accel, w.precision, setup.seq, layout, work, step_memo)
                     est = step_from_parts(parts, arch, setup.seq, layout, state, work)
                     # equal speed (no data parallelism to shard over): the lower ZeRO stage, which is simpler
                     if best is None or (est.tokens_per_s, -zero) > (best[2].tokens_per_s, -best[0][0]):

@@ -1,0 +1,35 @@
+"""A ceiling on the tokens/s of a training layout from the cheap parts of its step (issue 29): the search's
+fastest-fit loop skips timing a layout whose ceiling is below the fastest it has already timed, which
+spares the data-parallel collectives (the dearest part of a step) and changes no answer.
+
+Why it is a ceiling, for a layout of TP tp, PP pp, DP dp, micro-batch b, recompute mode and m micro-batches
+(tokens per step = m·b·dp·s, devices = tp·pp·dp):
+  1. Its step is compute·(1 + bubble) + tp_s + (PP, DP, EP and optimizer time, each ≥ 0)
+     (planner/physics/training_time.py step_from_parts), and compute and tp_s are at least
+     tokens/devices × the per-token figures c and t of device_s_per_token_floor for its (tp, pp, b, recompute).
+  2. bubble = bubble_fraction(schedule, pp, m, v) ≥ the least of any schedule the search tries at that m.
+So tokens/s = tokens/step ≤ devices / (c·(1 + bubble_min) + t), whatever its ZeRO stage, EP or schedule.
+"""
+
+from __future__ import annotations
+
+from planner.physics.pipeline_schedule import bubble_fraction, schedule_options
+from planner.physics.training_time import device_s_per_token_floor
+
+# The ceiling is compared with figures summed in another order: it is raised by this share, far above
+# float rounding, so it is never below a figure it is a ceiling of.
+ROUNDING_MARGIN = 1e-9
+
+
+def bubble_floor(pp: int, layers: int, zero_bubble: bool, microbatches: int) -> float:
+    """The least pipeline bubble of any schedule the search tries at this depth and micro-batch count."""
+    return min(bubble_fraction(schedule, pp, microbatches, v) for schedule, v in schedule_options(pp, layers, zero_bubble))
+
+
+def tokens_per_s_ceiling(arch, itype, accel, precision: str, seq: int, work, tp: int, pp: int, dp: int,
+                         micro_batch: int, microbatches: int, checkpointing: str, memo: dict) -> float:
+    """No layout of these degrees, micro-batch and recompute mode trains faster than this (the module's proof)."""
+    compute, tp_part = device_s_per_token_floor(arch, itype, accel, precision, seq, work, tp, pp, micro_batch,
+                                                checkpointing, memo)
+    bubble = bubble_floor(pp, arch.layers, not accel.is_neuron, microbatches)
+    return tp * pp * dp / (compute * (1 + bubble) + tp_part) * (1 + ROUNDING_MARGIN)
