@@ -13,6 +13,8 @@ So tokens/s = tokens/step ≤ devices / (c·(1 + bubble_min) + t), whatever its 
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from planner.physics.pipeline_schedule import bubble_fraction, schedule_options
 from planner.physics.training_time import device_s_per_token_floor
 
@@ -21,6 +23,7 @@ from planner.physics.training_time import device_s_per_token_floor
 ROUNDING_MARGIN = 1e-9
 
 
+@lru_cache(maxsize=1 << 16)  # (depth, layers, micro-batches): a few thousand per file of workloads
 def bubble_floor(pp: int, layers: int, zero_bubble: bool, microbatches: int) -> float:
     """The least pipeline bubble of any schedule the search tries at this depth and micro-batch count."""
     return min(bubble_fraction(schedule, pp, microbatches, v) for schedule, v in schedule_options(pp, layers, zero_bubble))
@@ -29,7 +32,10 @@ def bubble_floor(pp: int, layers: int, zero_bubble: bool, microbatches: int) -> 
 def tokens_per_s_ceiling(arch, itype, accel, precision: str, seq: int, work, tp: int, pp: int, dp: int,
                          micro_batch: int, microbatches: int, checkpointing: str, memo: dict) -> float:
     """No layout of these degrees, micro-batch and recompute mode trains faster than this (the module's proof)."""
-    compute, tp_part = device_s_per_token_floor(arch, itype, accel, precision, seq, work, tp, pp, micro_batch,
-                                                checkpointing, memo)
+    key = ("floor", tp, pp, micro_batch, checkpointing)  # memo: step_parts' per-type table (it reads no DP)
+    if (floor := memo.get(key)) is None:
+        floor = memo[key] = device_s_per_token_floor(arch, itype, accel, precision, seq, work, tp, pp, micro_batch,
+                                                     checkpointing, memo)
+    compute, tp_part = floor
     bubble = bubble_floor(pp, arch.layers, not accel.is_neuron, microbatches)
     return tp * pp * dp / (compute * (1 + bubble) + tp_part) * (1 + ROUNDING_MARGIN)

@@ -248,6 +248,7 @@ def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, c
     """For each EP degree, recompute mode and ZeRO stage, the largest micro-batch that fits; the fastest of those."""
     best, step_memo = None, {} if step_memo is None else step_memo
     smallest = min(mbs)
+    schedules = schedule_options(pp, arch.layers, not accel.is_neuron)  # the same for every layout below
     for ep, ck in ((ep, ck) for ep in eps for ck in ckpts):
         for zero in sorted(zeros, reverse=True):  # each lower stage holds more: stop at the first misfit
             _, lean = memory(tp, pp, dp, zero, smallest, ck, ep)
@@ -268,7 +269,7 @@ def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, c
                                                              mb, m, ck, step_memo) < best[2].tokens_per_s:
                     break  # no schedule of it can be faster than the best (planner/search/step_floor.py)
                 parts = None  # the schedule-free part of the step, shared by every schedule below
-                for schedule, v in schedule_options(pp, arch.layers, not accel.is_neuron):
+                for schedule, v in schedules:
                     vm = memory_virtual_stages(schedule, v)
                     sched_mem = mem if vm == 1 else memory(tp, pp, dp, zero, mb, ck, ep, vm)[1]
                     if sched_mem.total > usable:
