@@ -30,10 +30,11 @@ TUNING_BYTES_PER_ELEM = {"bf16": 2.0, "fp8": 1.0, "nvfp4": 0.5}
 # nvidia/Llama-3.1-405B-Instruct-FP4: "FP4 Models" list of the v1.0 doc): NVFP4 weights and activations.
 PRECISIONS = {"fp4": "nvfp4", "fp8": "fp8", "fp16": "bf16", "bf16": "bf16"}
 # KV cache dtype: v0.17 states it ("If you specify FP8 quantization, the KV cache will automatically be
-# set to FP8"); the v1.0 rows leave it unstated and run ModelOpt checkpoints, whose export quantises the
-# KV cache to FP8 with the FP8/FP4 weights (TensorRT-LLM "Quantization" docs: pre-quantized ModelOpt
-# checkpoints set the KV cache dtype from the checkpoint) - assumed FP8 for FP8/FP4 rows, 16-bit otherwise.
-ASSUMED_KV = {"nvfp4": "fp8", "fp8": "fp8", "bf16": "bf16"}
+# set to FP8"). The v1.0 rows leave it unstated; they run NVIDIA's ModelOpt checkpoints, whose
+# hf_quant_config.json has kv_cache_quant_algo null, and trtllm-bench then picks FP8 KV for FP8 and NVFP4
+# compute (TensorRT-LLM docs/source/performance/perf-benchmarking.md, "Quantization in the PyTorch Flow":
+# "FP8 | null | FP8 | Set to FP8 via benchmark", "NVFP4 | null | FP8 | Set to FP8 via benchmark").
+UNSTATED_KV = {"nvfp4": "fp8", "fp8": "fp8", "bf16": "bf16"}
 
 
 def is_trtllm_bench(row: dict) -> bool:
@@ -70,8 +71,8 @@ def tuned_settings(arch: Architecture, accel: Accelerator, precision: str, kv_pr
 def predict_offline(arch: Architecture, accel: Accelerator, itype, row: dict) -> OfflineThroughput:
     """The planner's offline throughput for one trtllm-bench row, on trtllm-bench's own settings."""
     precision = PRECISIONS[str(row["precision"]).lower()]
-    kv = "fp8" if str(row.get("kv_precision")).startswith("fp8") else (
-        ASSUMED_KV[precision] if row.get("kv_precision") is None else "bf16")
+    stated = row.get("kv_precision")
+    kv = UNSTATED_KV[precision] if stated is None else ("fp8" if str(stated).startswith("fp8") else "bf16")
     tp, prompt, output = row["tp"], row["prompt_tokens"], row["output_tokens"]
     max_bs, max_tokens = tuned_settings(arch, accel, precision, kv, tp, prompt, output)
     return offline_throughput(arch, accel, precision, kv, tp, prompt, output, max_bs, max_tokens,
