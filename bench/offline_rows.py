@@ -32,7 +32,7 @@ PRECISIONS = {"fp4": "nvfp4", "fp8": "fp8", "fp16": "bf16", "bf16": "bf16"}
 # KV cache dtype: v0.17 states it ("If you specify FP8 quantization, the KV cache will automatically be
 # set to FP8"). The v1.0 rows leave it unstated; they run NVIDIA's ModelOpt checkpoints, whose
 # hf_quant_config.json has kv_cache_quant_algo null, and trtllm-bench then picks FP8 KV for FP8 and NVFP4
-# compute (TensorRT-LLM docs/source/performance/perf-benchmarking.md, "Quantization in the PyTorch Flow":
+# compute (TensorRT-LLM docs/source/performance/perf-benchmarking.md @04276b44, "Quantization in the PyTorch Flow":
 # "FP8 | null | FP8 | Set to FP8 via benchmark", "NVFP4 | null | FP8 | Set to FP8 via benchmark").
 UNSTATED_KV = {"nvfp4": "fp8", "fp8": "fp8", "bf16": "bf16"}
 
