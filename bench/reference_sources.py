@@ -236,13 +236,20 @@ def _weights(precision: str) -> str | None:
     return "int4" if p.startswith("int4") else ("int8" if p.startswith("int8") else None)
 
 
+def serving_weights(row: dict) -> str | None:
+    """The row's weights as the planner names them (trtllm-bench's FP4 columns: NVFP4, bench/offline_rows.py)."""
+    if is_trtllm_bench(row):
+        return PRECISIONS.get(str(row.get("precision")).lower())
+    return _weights(str(row.get("precision")))
+
+
 def serving_why_not(row: dict) -> str | None:
     if row.get("accelerator") not in INSTANCE_FOR and row.get("accelerator") not in NEURON_INSTANCE_FOR:
         return f"accelerator {row.get('accelerator')!r} not in the catalog"
     offline = is_trtllm_bench(row)  # every request queued: bench/offline_rows.py
     if not offline and (row.get("load") not in ("closed-loop", "static-batch") or not isinstance(row.get("concurrency"), int)):
         return "no fixed concurrency (offline or open-loop load)"
-    if (PRECISIONS.get(str(row.get("precision")).lower()) if offline else _weights(str(row.get("precision")))) is None:
+    if serving_weights(row) is None:
         return f"precision {row.get('precision')!r} not modelled"
     if (row.get("pp") or 1) > 1 or (row.get("ep") or 1) > 1 or not isinstance(row.get("tp"), int):
         return "pipeline or expert parallel serving, or TP not stated"
@@ -289,7 +296,7 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
             else:
                 itype = catalog.instance(INSTANCE_FOR[r["accelerator"]])
                 accel = catalog.accelerator(itype.accelerator)
-            w, kv = _weights(str(r["precision"])), "fp8" if str(r.get("kv_precision")).startswith("fp8") else "bf16"
+            w, kv = serving_weights(r), "fp8" if str(r.get("kv_precision")).startswith("fp8") else "bf16"
             b, prompt, n = r["concurrency"], r["prompt_tokens"], r["output_tokens"]
             if neuron and r.get("compiled_batch"):
                 waves = compiled_batch_serving(arch, accel, w, kv, r["tp"], r["compiled_batch"], b, prompt, n, itype)
@@ -308,7 +315,7 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
                 tps, ttft, itl = waves.output_tokens_per_s, waves.time_to_first_token_s, waves.inter_token_latency_s
             if r.get("itl_definition") == "llmperf-end-to-end":
                 itl = llmperf_itl_s(ttft, itl, n)
-            setup = f"{r.get('model') or 'custom'} {r['accelerator']} TP{r['tp']} {w or r['precision']} c={b} {prompt}/{n} {r['load']}"
+            setup = f"{r.get('model') or 'custom'} {r['accelerator']} TP{r['tp']} {w} c={'queued' if b is None else b} {prompt}/{n} {r['load']}"
             figures = [("serving tokens/s", tps, r.get("tokens_per_s"))] + ([] if ttft is None else [
                 ("TTFT", ttft * 1e3, r.get("ttft_ms")), ("ITL", itl * 1e3, r.get("itl_ms"))])
             for metric, predicted, measured in figures:

@@ -92,3 +92,25 @@ def test_b200_prediction_never_exceeds_a_roof(catalog, row):
     flop_roof = tp * b200.peak_flops("fp4") / (2 * arch.params_per_token * (1 + isl / osl))
     hbm_roof = e.batch * tp * b200.memory_bandwidth_gb_s * 1e9 / (arch.params * BYTES_PER_PARAM["nvfp4"])
     assert 0 < e.output_tokens_per_s <= min(flop_roof, hbm_roof)
+
+
+def test_decode_step_sums_the_gemm_and_attention_rooflines(catalog, arch):
+    """Issue 28: at the batch an offline run holds (Llama-3.1-70B FP8 on one H200, 203 sequences at
+    1,152 tokens) the GEMMs are compute-bound while attention streams its KV: the two kernels run one
+    after another, so the step is max(weights, GEMM FLOPs) + max(KV, attention FLOPs), longer than one
+    max over the totals (which overlapped them and put the 128/2048 row 25-30% fast)."""
+    from planner.physics import efficiency
+    from planner.physics.memory import kv_bytes_per_sequence, weight_bytes
+    from planner.physics.performance import decode_step
+
+    llama, h200 = arch["llama-3.1-70b"], catalog.accelerator("H200-141GB")
+    b, ctx = 203, 1152
+    achieved = h200.peak_flops("fp8") * efficiency.gemm_efficiency(h200)
+    weights_s = weight_bytes(llama, "fp8") / efficiency.effective_bandwidth(h200, "fp8")
+    kv_s = b * kv_bytes_per_sequence(llama, ctx, "fp8") / efficiency.kv_bandwidth(h200)
+    gemm_s = b * 2 * llama.params_per_token / achieved
+    attention_s = b * 4 * llama.layers * llama.attention_heads * llama.head_dim * ctx / achieved
+    assert gemm_s > weights_s and kv_s > attention_s  # the regime where the two forms differ
+    step = decode_step(llama, h200, "fp8", "fp8", 1, 1, b, ctx)
+    assert step.seconds == pytest.approx(gemm_s + kv_s + efficiency.decode_overhead_s(h200, 1, llama.layers))
+    assert step.seconds > max(weights_s + kv_s, gemm_s + attention_s) + efficiency.decode_overhead_s(h200, 1, llama.layers)
