@@ -17,6 +17,7 @@ from functools import cache
 from pathlib import Path
 
 
+from bench.offline_rows import PRECISIONS, is_trtllm_bench, predict_offline
 from planner.hardware.catalog import Catalog
 from planner.physics.memory import TrainingSetup, training_model_states
 from planner.physics.pipeline_schedule import schedule_options
@@ -235,12 +236,20 @@ def _weights(precision: str) -> str | None:
     return "int4" if p.startswith("int4") else ("int8" if p.startswith("int8") else None)
 
 
+def serving_weights(row: dict) -> str | None:
+    """The row's weights as the planner names them (trtllm-bench's FP4 columns: NVFP4, bench/offline_rows.py)."""
+    if is_trtllm_bench(row):
+        return PRECISIONS.get(str(row.get("precision")).lower())
+    return _weights(str(row.get("precision")))
+
+
 def serving_why_not(row: dict) -> str | None:
     if row.get("accelerator") not in INSTANCE_FOR and row.get("accelerator") not in NEURON_INSTANCE_FOR:
         return f"accelerator {row.get('accelerator')!r} not in the catalog"
-    if row.get("load") not in ("closed-loop", "static-batch") or not isinstance(row.get("concurrency"), int):
+    offline = is_trtllm_bench(row)  # every request queued: bench/offline_rows.py
+    if not offline and (row.get("load") not in ("closed-loop", "static-batch") or not isinstance(row.get("concurrency"), int)):
         return "no fixed concurrency (offline or open-loop load)"
-    if _weights(str(row.get("precision"))) is None:
+    if serving_weights(row) is None:
         return f"precision {row.get('precision')!r} not modelled"
     if (row.get("pp") or 1) > 1 or (row.get("ep") or 1) > 1 or not isinstance(row.get("tp"), int):
         return "pipeline or expert parallel serving, or TP not stated"
@@ -268,7 +277,8 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
     """Closed-loop rows: the planner's continuous-batching estimate. Static batches: as many requests
     as the engine's KV memory holds at the full context run at once, in waves; each wave's prompts
     are prefilled together, then it decodes in lock-step (ITL at the mean context); throughput =
-    batch · output ÷ the waves' total time, TTFT and ITL the means over the requests."""
+    batch · output ÷ the waves' total time, TTFT and ITL the means over the requests. trtllm-bench rows
+    (every request queued at once): bench/offline_rows.py, output tokens/s only."""
     from planner.physics import efficiency
     from planner.physics.kv_capacity import resident_sequences, static_batch
     from planner.physics.neuron_serving import compiled_batch_serving, llmperf_itl_s
@@ -286,11 +296,13 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
             else:
                 itype = catalog.instance(INSTANCE_FOR[r["accelerator"]])
                 accel = catalog.accelerator(itype.accelerator)
-            w, kv = _weights(str(r["precision"])), "fp8" if str(r.get("kv_precision")).startswith("fp8") else "bf16"
+            w, kv = serving_weights(r), "fp8" if str(r.get("kv_precision")).startswith("fp8") else "bf16"
             b, prompt, n = r["concurrency"], r["prompt_tokens"], r["output_tokens"]
             if neuron and r.get("compiled_batch"):
                 waves = compiled_batch_serving(arch, accel, w, kv, r["tp"], r["compiled_batch"], b, prompt, n, itype)
                 tps, ttft, itl = waves.output_tokens_per_s, waves.time_to_first_token_s, waves.inter_token_latency_s
+            elif is_trtllm_bench(r):
+                tps, ttft, itl = predict_offline(arch, accel, itype, r).output_tokens_per_s, None, None
             elif r["load"] == "closed-loop":
                 e = serving_estimate(arch, accel, w, kv, r["tp"], 1, b, prompt, n, itype)
                 tps, ttft, itl = e.output_tokens_per_s_per_replica, e.time_to_first_token_s, e.inter_token_latency_s
@@ -303,9 +315,10 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
                 tps, ttft, itl = waves.output_tokens_per_s, waves.time_to_first_token_s, waves.inter_token_latency_s
             if r.get("itl_definition") == "llmperf-end-to-end":
                 itl = llmperf_itl_s(ttft, itl, n)
-            setup = f"{r.get('model') or 'custom'} {r['accelerator']} TP{r['tp']} {w} c={b} {prompt}/{n} {r['load']}"
-            for metric, predicted, measured in (("serving tokens/s", tps, r.get("tokens_per_s")),
-                                                ("TTFT", ttft * 1e3, r.get("ttft_ms")), ("ITL", itl * 1e3, r.get("itl_ms"))):
+            setup = f"{r.get('model') or 'custom'} {r['accelerator']} TP{r['tp']} {w} c={'queued' if b is None else b} {prompt}/{n} {r['load']}"
+            figures = [("serving tokens/s", tps, r.get("tokens_per_s"))] + ([] if ttft is None else [
+                ("TTFT", ttft * 1e3, r.get("ttft_ms")), ("ITL", itl * 1e3, r.get("itl_ms"))])
+            for metric, predicted, measured in figures:
                 if isinstance(measured, (int, float)) and measured > 0:
                     out.append(row_type(r["id"], metric, source_id, setup, predicted, measured,
                                         "neuron" if neuron else "gpu", r["accelerator"], arch.is_moe))

@@ -60,7 +60,7 @@ def test_published_serving_replica_holds_a_request(row):
         itype = CATALOG.instance(rs.INSTANCE_FOR[row["accelerator"]])
         accel = CATALOG.accelerator(itype.accelerator)
     kv = "fp8" if str(row.get("kv_precision")).startswith("fp8") else "bf16"
-    need = inference_memory(arch, rs._weights(str(row["precision"])), kv, row["tp"], 1, 1,
+    need = inference_memory(arch, rs.serving_weights(row), kv, row["tp"], 1, 1,
                             row["prompt_tokens"] + row["output_tokens"], accel.is_neuron).total
     assert need <= accel.memory_bytes * (1 - HEADROOM)
 

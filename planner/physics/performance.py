@@ -57,8 +57,9 @@ class DecodeStep:
 def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_precision: str,
                 tp: int, pp: int, batch: int, context_tokens: float,
                 ep_nodes: int = 1, itype: InstanceType | None = None) -> DecodeStep:
-    """One decode step for `batch` sequences at `context_tokens` each (domain.md): per stage,
-    max(bytes moved ÷ achieved bandwidth, FLOPs ÷ achieved peak) + TP all-reduces; a token passes
+    """One decode step for `batch` sequences at `context_tokens` each (domain.md): per stage, the GEMMs'
+    max(weight bytes ÷ achieved bandwidth, FLOPs ÷ achieved peak), then attention's max(KV bytes ÷ its
+    bandwidth, FLOPs ÷ achieved peak), + TP all-reduces; a token passes
     every stage in turn. With expert parallelism over `ep_nodes` nodes (planner/physics/expert_parallel.py)
     a device reads 1/ep_nodes of the touched experts, a node attends for its share of the batch, and
     each MoE layer adds a dispatch and a combine all-to-all across the nodes."""
@@ -70,16 +71,22 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
         read -= touched_experts * (1 - 1 / ep_nodes)
     weights = (read / tp + padding) / pp
     kv = local * kv_bytes_per_sequence(arch, int(context_tokens), kv_precision) * kv_shard_fraction(arch, tp) / pp
-    memory_s = weights / efficiency.effective_bandwidth(accel, precision) + kv / efficiency.kv_bandwidth(accel)
+    weights_s, kv_s = weights / efficiency.effective_bandwidth(accel, precision), kv / efficiency.kv_bandwidth(accel)
     attention_flops = 4 * arch.layers * arch.attention_heads * arch.head_dim * context_tokens
-    flops = batch * (2 * arch.params_per_token + attention_flops) / (tp * pp * ep_nodes)
-    compute_s = flops / (accel.peak_flops(compute_precision(precision, accel.supports.fp4)) * efficiency.gemm_efficiency(accel))
+    achieved = accel.peak_flops(compute_precision(precision, accel.supports.fp4)) * efficiency.gemm_efficiency(accel)
+    gemm_s = batch * 2 * arch.params_per_token / (tp * pp * ep_nodes) / achieved
+    attention_s = batch * attention_flops / (tp * pp * ep_nodes) / achieved
+    memory_s, compute_s = weights_s + kv_s, gemm_s + attention_s
     activation = local * arch.hidden_size * 2
     comm_s = 2 * arch.layers / pp * ring_s(activation, tp, intra_node_bytes_per_s(accel), accel=accel) if tp > 1 else 0.0
     if ep_nodes > 1 and itype is not None:
         comm_s += all_to_all_s(arch, batch, ep_nodes, itype, accel)
     overhead_s = efficiency.decode_overhead_s(accel, tp, arch.layers / pp)
-    stage_s = max(memory_s, compute_s) + comm_s + overhead_s
+    # Per-kernel roofline (Williams et al., "Roofline", CACM 2009, per kernel): a layer's GEMMs (weight
+    # stream vs their FLOPs) and its attention kernel (KV stream vs its FLOPs) run one after another on
+    # the stream, so each is bound by its own roof and the step is their sum. At large batch the GEMMs
+    # turn compute-bound while attention stays KV-bound: one max over the totals would overlap them.
+    stage_s = max(weights_s, gemm_s) + max(kv_s, attention_s) + comm_s + overhead_s
     return DecodeStep(stage_s * pp, memory_s * pp, compute_s * pp, comm_s * pp, overhead_s * pp)
 
 

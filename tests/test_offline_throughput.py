@@ -1,0 +1,116 @@
+"""Issue 28: TensorRT-LLM's offline max-throughput rows (B200 FP4, H100/H200 FP8, Mixtral-8x22B) are
+predicted by the offline load model (planner/physics/offline_throughput.py) on trtllm-bench's own
+engine settings (bench/offline_rows.py) instead of being skipped as "no fixed concurrency"."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import reference_sources as rs
+from bench.accuracy import summary
+from bench.offline_rows import predict_offline, tuned_settings
+from bench.reference_cases import Row
+from planner.hardware.units import BYTES_PER_PARAM
+from planner.physics.offline_throughput import kv_pool_sequences, steady_batch
+
+SOURCE = "trtllm-perf-overview-v017"
+
+
+def _rows(prefix: str = "") -> list[dict]:
+    return [r for r in rs.sources()[SOURCE]["rows"] if r["id"].startswith(prefix)]
+
+
+def _row(row_id: str) -> dict:
+    return next(r for r in _rows() if r["id"] == row_id)
+
+
+def _b200(catalog):
+    itype = catalog.instance("p6-b200.48xlarge")
+    return itype, catalog.accelerator(itype.accelerator)
+
+
+def test_steady_batch_is_the_tightest_of_kv_batch_and_token_budget():
+    # 2,048-token prompts, 128 outputs: a step carries B decode tokens + B·2048/128 prompt tokens
+    assert steady_batch(5000, 4096, 32768, 2048, 128) == (32768 // 17, "max-num-tokens")
+    assert steady_batch(38, 64, 2048, 20000, 2000) == (38, "kv-memory")
+    assert steady_batch(9000, 4096, 32768, 128, 128) == (4096, "max-batch-size")
+
+
+def test_trtllm_bench_settings_follow_its_tuning_heuristic(catalog):
+    """Llama-3.3-70B NVFP4 on one B200, ISL/OSL 20000/2000: 2·80·8·128 B of FP8 KV per token;
+    0.95 × (193,273,528,320 − 70,553,706,496 × 0.5) / (163,840 × 22,000) = 41.6 requests → max batch
+    64 (the floor), 41.6 × 11 = 458 tokens → max_num_tokens 2,048 (the floor)."""
+    arch = rs._architecture(_row("trtllm10-b200-llama-3.1-70b-tp1-fp4-20000-2000"))
+    _, b200 = _b200(catalog)
+    assert tuned_settings(arch, b200, "nvfp4", "fp8", 1, 20000, 2000) == (64, 2048)
+    # 128/128: 0.95 × 157,996,675,072 / (163,840 × 256) = 3,578.6 requests, rounded up to 256s: 3,584
+    assert tuned_settings(arch, b200, "nvfp4", "fp8", 1, 128, 128) == (3584, 7168)
+
+
+def test_worked_b200_row_lifetime_formula(catalog):
+    """B = 38 sequences of 22,000 tokens fit the KV pool (0.95 of the memory left by weights, workspace
+    and runtime); throughput = B·OSL / (OSL · t_decode(B, 21,000) + t_prefill(38 prompts of 20,000))."""
+    row = _row("trtllm10-b200-llama-3.1-70b-tp1-fp4-20000-2000")
+    itype, b200 = _b200(catalog)
+    arch = rs._architecture(row)
+    assert kv_pool_sequences(arch, b200, "nvfp4", "fp8", 1, 22000, 0.95) == 38
+    e = predict_offline(arch, b200, itype, row)
+    assert (e.batch, e.binding) == (38, "kv-memory")
+    assert e.decode_step_s == pytest.approx(0.0309504, rel=1e-5)
+    assert e.prefill_s == pytest.approx(44.19603, rel=1e-5)
+    assert e.lifetime_s == pytest.approx(2000 * e.decode_step_s + e.prefill_s)
+    assert e.output_tokens_per_s == pytest.approx(38 * 2000 / e.lifetime_s)
+    assert e.output_tokens_per_s == pytest.approx(716.33, rel=1e-4)  # published: 665 tokens/s
+
+
+def test_b200_rows_are_compared_not_skipped(catalog):
+    b200 = _rows("trtllm10-b200-")
+    assert len(b200) == 20 and all(rs.serving_why_not(r) is None for r in b200)
+    rows = [r for r in rs.serving_rows(catalog, Row) if r.source == SOURCE]
+    compared = {r.id for r in rows if r.accelerator == "B200"}
+    assert compared == {r["id"] for r in b200}
+    assert {r.metric for r in rows} == {"serving tokens/s"} and {r.platform for r in rows} == {"gpu"}
+    assert ("b200", "serving tokens/s") in summary(rows)
+    assert any(r.moe for r in rows)  # Mixtral-8x22B: the MoE class
+    assert not any("offline" in reason for reason in rs.skipped(catalog) if "B200" in reason)
+
+
+def test_triton_and_open_loop_rows_stay_skipped_with_their_reason():
+    triton = [r for r in _rows("trtllm014-") if r["load"] == "offline-throughput"]
+    assert triton and all(rs.serving_why_not(r) == "no fixed concurrency (offline or open-loop load)" for r in triton)
+
+
+@pytest.mark.parametrize("row", _rows("trtllm10-b200-"), ids=lambda r: r["id"])
+def test_b200_prediction_never_exceeds_a_roof(catalog, row):
+    """FLOP roof: each output token costs 2·N_active FLOPs to decode plus its share of the prompt's
+    prefill, 2·N_active·ISL/OSL, at the TP group's dense FP4 peak. HBM roof: every decode step streams
+    the weight shard at least once, so at most B tokens per weights ÷ (TP × peak bandwidth)."""
+    itype, b200 = _b200(catalog)
+    arch = rs._architecture(row)
+    e = predict_offline(arch, b200, itype, row)
+    tp, isl, osl = row["tp"], row["prompt_tokens"], row["output_tokens"]
+    flop_roof = tp * b200.peak_flops("fp4") / (2 * arch.params_per_token * (1 + isl / osl))
+    hbm_roof = e.batch * tp * b200.memory_bandwidth_gb_s * 1e9 / (arch.params * BYTES_PER_PARAM["nvfp4"])
+    assert 0 < e.output_tokens_per_s <= min(flop_roof, hbm_roof)
+
+
+def test_decode_step_sums_the_gemm_and_attention_rooflines(catalog, arch):
+    """Issue 28: at the batch an offline run holds (Llama-3.1-70B FP8 on one H200, 203 sequences at
+    1,152 tokens) the GEMMs are compute-bound while attention streams its KV: the two kernels run one
+    after another, so the step is max(weights, GEMM FLOPs) + max(KV, attention FLOPs), longer than one
+    max over the totals (which overlapped them and put the 128/2048 row 25-30% fast)."""
+    from planner.physics import efficiency
+    from planner.physics.memory import kv_bytes_per_sequence, weight_bytes
+    from planner.physics.performance import decode_step
+
+    llama, h200 = arch["llama-3.1-70b"], catalog.accelerator("H200-141GB")
+    b, ctx = 203, 1152
+    achieved = h200.peak_flops("fp8") * efficiency.gemm_efficiency(h200)
+    weights_s = weight_bytes(llama, "fp8") / efficiency.effective_bandwidth(h200, "fp8")
+    kv_s = b * kv_bytes_per_sequence(llama, ctx, "fp8") / efficiency.kv_bandwidth(h200)
+    gemm_s = b * 2 * llama.params_per_token / achieved
+    attention_s = b * 4 * llama.layers * llama.attention_heads * llama.head_dim * ctx / achieved
+    assert gemm_s > weights_s and kv_s > attention_s  # the regime where the two forms differ
+    step = decode_step(llama, h200, "fp8", "fp8", 1, 1, b, ctx)
+    assert step.seconds == pytest.approx(gemm_s + kv_s + efficiency.decode_overhead_s(h200, 1, llama.layers))
+    assert step.seconds > max(weights_s + kv_s, gemm_s + attention_s) + efficiency.decode_overhead_s(h200, 1, llama.layers)
