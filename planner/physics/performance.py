@@ -118,7 +118,8 @@ class ServingEstimate:
 def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_precision: str, tp: int,
                      pp: int, batch: int, prompt_tokens: int, output_tokens: int,
                      itype: InstanceType | None = None, prefix_hit_share: float = 0.0,
-                     ep_nodes: int = 1, speculation: Speculation | None = None) -> ServingEstimate:
+                     ep_nodes: int = 1, speculation: Speculation | None = None,
+                     compiled_batch: int | None = None, prefill_tokens: int | None = None) -> ServingEstimate:
     """Continuous batching at `batch` sequences per replica, at the typical request.
 
     Each decode step emits one token per sequence; meanwhile batch/output_tokens sequences finish and
@@ -126,16 +127,20 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
     lengthens every step a sequence waits through.
     Each of the `batch` clients waits TTFT (queueing included) and then output_tokens-1 steps, so a replica
     delivers batch·output_tokens tokens every TTFT + (output_tokens-1)·ITL (a closed loop).
+    A graph compiled ahead of time (Neuron) decodes at its `compiled_batch` shape however many sequences
+    are live, and encodes each prompt at `prefill_tokens`, its bucket (planner/physics/replica_serving.py).
     """
     mean_context = prompt_tokens + output_tokens / 2
-    step = decode_step(arch, accel, precision, kv_precision, tp, pp, batch, mean_context, ep_nodes, itype)
+    step = decode_step(arch, accel, precision, kv_precision, tp, pp, max(batch, compiled_batch or batch), mean_context,
+                       ep_nodes, itype)
     step_s = step.seconds
     if speculation is not None:  # planner/physics/speculative.py: k draft steps + one k+1-position target pass per step
         draft = decode_step(speculation.draft, accel, precision, kv_precision, tp, pp, batch, mean_context)
         step_s = seconds_per_token(step.memory_s, step.compute_s, step.communication_s + step.overhead_s,
                                    draft.seconds, speculation)
     cached = prefix_cached_tokens(prompt_tokens, prefix_hit_share, accel)
-    prefill = prefill_s(arch, accel, precision, tp, pp, prompt_tokens, itype, cached_tokens=cached, ep_nodes=ep_nodes)
+    prefill = prefill_s(arch, accel, precision, tp, pp, max(prompt_tokens, prefill_tokens or 0), itype,
+                        cached_tokens=cached, ep_nodes=ep_nodes)
     inter_token = step_s + (batch - 1) / output_tokens * prefill  # the others' prefills; its own is in TTFT
     # The first token comes out of the prompt's own prefill. A new prompt first queues behind the
     # other clients' prefills: the replica spends a share rho of its time prefilling them, and with
