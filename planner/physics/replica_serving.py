@@ -28,9 +28,11 @@ def replica_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
                      max_context_tokens: int | None = None, compiled_batch: int | None = None) -> ServingEstimate:
     """`batch` requests in flight on one replica. On Neuron the replica runs the graphs compiled for
     `compiled_batch` sequences (default: `batch`, the plan's compiled_batch_size) and `max_context_tokens`
-    positions (the plan's n_positions), each prompt encoded at its bucket."""
+    positions (the plan's n_positions), each prompt encoded at its bucket (with no compiled maximum
+    stated, as for a published run that leaves it out, the buckets are unknown: the prompt's own length)."""
     neuron = accel.is_neuron and pp == 1 and ep_nodes == 1 and speculation is None
     return serving_estimate(arch, accel, precision, kv_precision, tp, pp, batch, prompt_tokens, output_tokens, itype,
                             prefix_hit_share, ep_nodes, speculation,
                             compiled_batch=(compiled_batch or batch) if neuron else None,
-                            prefill_tokens=context_bucket_tokens(prompt_tokens, max_context_tokens) if neuron else None)
+                            prefill_tokens=context_bucket_tokens(prompt_tokens, max_context_tokens)
+                            if neuron and max_context_tokens else None)
