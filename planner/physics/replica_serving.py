@@ -6,7 +6,8 @@ admits requests continuously, but runs graphs compiled ahead of time (AWS Neuron
 "Model inference: context encoding and token generation", and "Bucketing"): the token-generation graph
 decodes the compiled batch's shape however many sequences are live, the context-encoding graph encodes
 one new prompt at a time padded up to its bucket (planner/physics/neuron_serving.context_bucket_tokens),
-and the decode batch stalls while it runs (the others' encodings lengthen every step in
+the token-generation graph attends over its bucket of positions (neuron_serving.mean_bucket_tokens),
+and the decode batch stalls while an encoding runs (the others' encodings lengthen every step in
 serving_estimate). TGI's transformers-neuronx backend, which prefills a whole wave of waiting prompts
 before any first token, is neuron_serving.compiled_batch_serving (bench's TGI rows).
 Speculative, pipeline or expert parallel Neuron replicas keep the GPU form: no published Neuron row
@@ -16,8 +17,8 @@ measures them.
 from __future__ import annotations
 
 from planner.hardware.catalog import Accelerator, InstanceType
-from planner.physics.neuron_serving import context_bucket_tokens
-from planner.physics.performance import ServingEstimate, serving_estimate
+from planner.physics.neuron_serving import context_bucket_tokens, mean_bucket_tokens
+from planner.physics.performance import CompiledShapes, ServingEstimate, serving_estimate
 from planner.physics.speculative import Speculation
 from planner.workload.presets import Architecture
 
@@ -28,11 +29,16 @@ def replica_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
                      max_context_tokens: int | None = None, compiled_batch: int | None = None) -> ServingEstimate:
     """`batch` requests in flight on one replica. On Neuron the replica runs the graphs compiled for
     `compiled_batch` sequences (default: `batch`, the plan's compiled_batch_size) and `max_context_tokens`
-    positions (the plan's n_positions), each prompt encoded at its bucket (with no compiled maximum
-    stated, as for a published run that leaves it out, the buckets are unknown: the prompt's own length)."""
-    neuron = accel.is_neuron and pp == 1 and ep_nodes == 1 and speculation is None
+    positions (the plan's n_positions): each prompt encoded at its context-encoding bucket, each decode
+    step attending over its token-generation bucket."""
+    compiled = None
+    if accel.is_neuron and pp == 1 and ep_nodes == 1 and speculation is None:
+        # with no compiled maximum stated (a published run that leaves it out) the buckets are unknown:
+        # the live lengths stand
+        compiled = CompiledShapes(
+            compiled_batch or batch,
+            context_bucket_tokens(prompt_tokens, max_context_tokens) if max_context_tokens else prompt_tokens,
+            mean_bucket_tokens(prompt_tokens + 1, prompt_tokens + output_tokens - 1, max_context_tokens)
+            if max_context_tokens else prompt_tokens + output_tokens / 2)
     return serving_estimate(arch, accel, precision, kv_precision, tp, pp, batch, prompt_tokens, output_tokens, itype,
-                            prefix_hit_share, ep_nodes, speculation,
-                            compiled_batch=(compiled_batch or batch) if neuron else None,
-                            prefill_tokens=context_bucket_tokens(prompt_tokens, max_context_tokens)
-                            if neuron and max_context_tokens else None)
+                            prefix_hit_share, ep_nodes, speculation, compiled)
