@@ -31,9 +31,11 @@ INSTANCE_FOR = {"A100-40GB": "p4d.24xlarge", "A100-80GB": "p4de.24xlarge", "H100
                 "H200": "p5en.48xlarge", "A10G": "g5.48xlarge", "L40S": "g6e.48xlarge", "B200": "p6-b200.48xlarge"}
 # Neuron serving rows state TP in NeuronCores (logical ones on Trainium2, LNC=2): predicted per core
 # (catalog.sharded) on the row's instance type (else the node that carries the part), with the Neuron
-# constants. Rows served by a model compiled for a static batch (`compiled_batch`: TGI on
+# constants. TGI rows served by a model compiled for a static batch (`compiled_batch`: TGI on
 # transformers-neuronx) are predicted by planner/physics/neuron_serving.py (each prompt encoded alone
-# while the batch stalls, issue 25); `itl_definition: llmperf-end-to-end` marks LLMPerf's ITL (TTFT included).
+# while the batch stalls, issue 25); vLLM on NxD Inference (the engine plans deploy) by the planner's own
+# replica_estimate at the compiled batch and `max_context_tokens`' buckets. `itl_definition:
+# llmperf-end-to-end` marks LLMPerf's ITL (TTFT included).
 NEURON_INSTANCE_FOR = {"Trainium2": "trn2.48xlarge", "Inferentia2": "inf2.48xlarge", "Trainium": "trn1.32xlarge"}
 CHECKPOINTING = {"none": "none", "selective": "selective", "full": "full"}
 ARCH_FIELDS = set(Architecture.model_fields)
@@ -282,7 +284,8 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
     from planner.physics import efficiency
     from planner.physics.kv_capacity import resident_sequences, static_batch
     from planner.physics.neuron_serving import compiled_batch_serving, llmperf_itl_s
-    from planner.physics.performance import decode_step, prefill_s, serving_estimate
+    from planner.physics.performance import decode_step, prefill_s
+    from planner.physics.replica_serving import replica_estimate
 
     out = []
     for source_id, data in sources().items():
@@ -298,13 +301,14 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
                 accel = catalog.accelerator(itype.accelerator)
             w, kv = serving_weights(r), "fp8" if str(r.get("kv_precision")).startswith("fp8") else "bf16"
             b, prompt, n = r["concurrency"], r["prompt_tokens"], r["output_tokens"]
-            if neuron and r.get("compiled_batch"):
+            if neuron and r.get("compiled_batch") and r.get("engine") == "tgi":  # a wave's prompts, then its decode
                 waves = compiled_batch_serving(arch, accel, w, kv, r["tp"], r["compiled_batch"], b, prompt, n, itype)
                 tps, ttft, itl = waves.output_tokens_per_s, waves.time_to_first_token_s, waves.inter_token_latency_s
             elif is_trtllm_bench(r):
                 tps, ttft, itl = predict_offline(arch, accel, itype, r).output_tokens_per_s, None, None
-            elif r["load"] == "closed-loop":
-                e = serving_estimate(arch, accel, w, kv, r["tp"], 1, b, prompt, n, itype)
+            elif r["load"] == "closed-loop":  # the planner's own estimate (Neuron: compiled shapes and buckets)
+                e = replica_estimate(arch, accel, w, kv, r["tp"], 1, b, prompt, n, itype,
+                                     max_context_tokens=r.get("max_context_tokens"), compiled_batch=r.get("compiled_batch"))
                 tps, ttft, itl = e.output_tokens_per_s_per_replica, e.time_to_first_token_s, e.inter_token_latency_s
             else:  # waves of the sequences whose KV fits at the full context (planner/physics/kv_capacity.py)
                 tp = r["tp"]

@@ -115,6 +115,16 @@ def prefill_s(arch: Architecture, accel: Accelerator, precision: str, tp: int, p
 
 
 @dataclass(frozen=True)
+class CompiledShapes:
+    """What a graph compiled ahead of time runs whatever the live request (planner/physics/replica_serving.py):
+    the decode step at `batch` sequences attending over `decode_context_tokens` positions (the mean
+    token-generation bucket), each prompt encoded at `prefill_tokens` (its context-encoding bucket)."""
+    batch: int
+    prefill_tokens: int
+    decode_context_tokens: float
+
+
+@dataclass(frozen=True)
 class ServingEstimate:
     output_tokens_per_s_per_replica: float
     time_to_first_token_s: float
@@ -125,7 +135,8 @@ class ServingEstimate:
 def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_precision: str, tp: int,
                      pp: int, batch: int, prompt_tokens: int, output_tokens: int,
                      itype: InstanceType | None = None, prefix_hit_share: float = 0.0,
-                     ep_nodes: int = 1, speculation: Speculation | None = None) -> ServingEstimate:
+                     ep_nodes: int = 1, speculation: Speculation | None = None,
+                     compiled: CompiledShapes | None = None) -> ServingEstimate:
     """Continuous batching at `batch` sequences per replica, at the typical request.
 
     Each decode step emits one token per sequence; meanwhile batch/output_tokens sequences finish and
@@ -133,16 +144,19 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
     lengthens every step a sequence waits through.
     Each of the `batch` clients waits TTFT (queueing included) and then output_tokens-1 steps, so a replica
     delivers batch·output_tokens tokens every TTFT + (output_tokens-1)·ITL (a closed loop).
+    Graphs compiled ahead of time (Neuron) run the shapes of `compiled` instead of the live ones.
     """
     mean_context = prompt_tokens + output_tokens / 2
-    step = decode_step(arch, accel, precision, kv_precision, tp, pp, batch, mean_context, ep_nodes, itype)
+    step = decode_step(arch, accel, precision, kv_precision, tp, pp, max(batch, compiled.batch) if compiled else batch,
+                       compiled.decode_context_tokens if compiled else mean_context, ep_nodes, itype)
     step_s = step.seconds
     if speculation is not None:  # planner/physics/speculative.py: k draft steps + one k+1-position target pass per step
         draft = decode_step(speculation.draft, accel, precision, kv_precision, tp, pp, batch, mean_context)
         step_s = seconds_per_token(step.memory_s, step.compute_s, step.communication_s + step.overhead_s,
                                    draft.seconds, speculation)
     cached = prefix_cached_tokens(prompt_tokens, prefix_hit_share, accel)
-    prefill = prefill_s(arch, accel, precision, tp, pp, prompt_tokens, itype, cached_tokens=cached, ep_nodes=ep_nodes)
+    prefill = prefill_s(arch, accel, precision, tp, pp, max(prompt_tokens, compiled.prefill_tokens if compiled else 0),
+                        itype, cached_tokens=cached, ep_nodes=ep_nodes)
     inter_token = step_s + (batch - 1) / output_tokens * prefill  # the others' prefills; its own is in TTFT
     # The first token comes out of the prompt's own prefill. A new prompt first queues behind the
     # other clients' prefills: the replica spends a share rho of its time prefilling them, and with

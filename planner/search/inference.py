@@ -19,7 +19,8 @@ from planner.hardware.catalog import Accelerator, InstanceType
 from planner.search.kv_sizing import serving_kv_tokens
 from planner.search.pricing import UnitPrice
 from planner.physics.memory import inference_memory
-from planner.physics.performance import ServingEstimate, serving_estimate
+from planner.physics.performance import ServingEstimate
+from planner.physics.replica_serving import replica_estimate
 from planner.workload.spec import Workload
 from planner.physics.speculative import draft_memory_bytes, speculation_of
 
@@ -148,9 +149,11 @@ class _Replica:
     def estimate(self, batch: int) -> ServingEstimate:
         if batch not in self.estimates:
             w, s = self.w, self.w.serving
-            self.estimates[batch] = serving_estimate(w.architecture, self.accel, w.precision, s.kv_cache_precision,
+            # Neuron: the graph compiled for this batch, prompts at their bucket (planner/physics/replica_serving.py)
+            self.estimates[batch] = replica_estimate(w.architecture, self.accel, w.precision, s.kv_cache_precision,
                                                      self.tp, self.pp, batch, s.prompt_tokens, s.output_tokens,
-                                                     self.itype, s.prefix_hit_share, self.ep, self.speculation)
+                                                     self.itype, s.prefix_hit_share, self.ep, self.speculation,
+                                                     s.max_context_tokens)
         return self.estimates[batch]
 
     def memory_at(self, n: int):
