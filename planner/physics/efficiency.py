@@ -40,7 +40,7 @@ FOUR_BIT_FORMATS = {"mxfp4": "int4", "nvfp4": "int4"}
 # Share of dense peak tensor FLOP/s that a transformer's GEMMs sustain end to end (clocks under load,
 # tile quantisation, kernel gaps), per CUDA compute-capability generation: Hopper reaches a lower
 # share of its higher peak than Ampere (MosaicML's H100 and A100 rows, one code base).
-GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.71, "9": 0.44}
+GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.44}
 # The share FP8 GEMMs reach of their doubled peak, relative to BF16 GEMMs' share of theirs: scaling
 # factors, casts and amax reductions lower it, FP8's larger tiles at the same shapes raise it; fitted on the
 # FP8 training rows (NeMo's Llama-3-8B on H100, reference N-8B-FP8; torchtitan's FP8 FSDP rows). The share
@@ -66,7 +66,7 @@ REQUEST_OVERHEAD_S = 0.016
 # Non-matmul traffic per layer in training, bytes per token per hidden unit: Korthikanti's 34 B of
 # stored activations (reference B2) written in the forward, read in the backward, and re-read and
 # re-written by norms, residual adds, activation functions and dropout.
-NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 68
+NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 102
 # Share of a collective that hides behind the compute it overlaps (FSDP/ZeRO prefetch, DDP bucketed
 # all-reduce in the backward): NCCL kernels take SMs from the GEMMs they overlap.
 COMM_OVERLAP = 0.8
@@ -82,19 +82,19 @@ INTER_NODE_RING_STEP_S = 1.3e-05
 # TGI-on-Neuron runs (optimum-neuron and philschmid LLMPerf/guidellm, compiled static batches:
 # planner/physics/neuron_serving.py), bench/data/reference/. Trainium2 rows are compared, not fitted.
 # Achieved share of a NeuronCore's HBM bandwidth when decode streams weights and KV cache.
-NEURON_MEMORY_BANDWIDTH_EFFICIENCY = 0.92
+NEURON_MEMORY_BANDWIDTH_EFFICIENCY = 0.56
 # Fixed cost of one collective among NeuronCores (the decode all-reduces are latency-bound: an 8B
 # model at TP 24 reads 0.3 GB per core per step yet takes 6.4 ms, 0.2 ms per layer).
-NEURON_COLLECTIVE_LATENCY_S = 0.0001
+NEURON_COLLECTIVE_LATENCY_S = 6e-05
 # Achieved share of NeuronLink bandwidth in ring collectives.
-NEURON_LINK_EFFICIENCY = 0.45
+NEURON_LINK_EFFICIENCY = 0.7
 # Fixed cost of a request before its first token on Neuron: the host-side launch of the compiled
 # context-encoding graph and its I/O (128-token prompts take 25-29 ms on inf2 for 0.1 GFLOP of work).
-NEURON_REQUEST_OVERHEAD_S = 0.014
+NEURON_REQUEST_OVERHEAD_S = 0.018
 # Share of a NeuronCore's peak BF16 FLOP/s that context encoding (prefill) sustains.
-NEURON_PREFILL_EFFICIENCY = 0.41
+NEURON_PREFILL_EFFICIENCY = 0.3
 # Share of peak BF16 FLOP/s that NeuronX Distributed training GEMMs sustain.
-NEURON_GEMM_EFFICIENCY = 0.51
+NEURON_GEMM_EFFICIENCY = 0.38
 
 
 def gemm_efficiency(accel: Accelerator) -> float:

@@ -121,10 +121,7 @@ def _data_parallel_s(work: TrainingWork, itype: InstanceType, accel: Accelerator
     forward and again in the backward and reduce-scatter gradients; ZeRO-2 reduce-scatters gradients
     (DeepSpeed). Once per step: ZeRO-0 all-reduces gradients (DDP accumulates locally), ZeRO-1
     reduce-scatters them and all-gathers the updated weights, ZeRO-2 all-gathers the weights.
-    Per-micro-batch traffic overlaps that micro-batch's compute; the per-step gradient reduction the
-    last backward (bucketed, as DDP and Megatron do); the all-gather of updated weights cannot start
-    before the optimizer step, so it is exposed (DeepSpeed ZeRO-1/2 and nanotron gather after the
-    step; Megatron only hides it with --overlap-param-gather; Rajbhandari et al. 2020 §5.2).
+    Per-micro-batch traffic overlaps that micro-batch's compute; per-step traffic the last backward.
     With expert parallelism the routed experts' share reduces over the dp/ep expert-data-parallel
     ranks, each holding 1/ep of them (planner/physics/expert_training.py)."""
     m = layout.microbatches
@@ -139,20 +136,18 @@ def _data_parallel_s(work: TrainingWork, itype: InstanceType, accel: Accelerator
         parts = [_dp_collectives_s(work, itype, accel, layout, arch.layers)]
     per_microbatch = sum(p[0] for p in parts)
     per_step = sum(p[1] for p in parts)
-    after_step = sum(p[2] for p in parts)
     compute_per_microbatch = compute_s / m
     exposed = m * max(0.0, per_microbatch - efficiency.COMM_OVERLAP * compute_per_microbatch)
     exposed += max(0.0, per_step - efficiency.COMM_OVERLAP * compute_per_microbatch * 2 / 3)
-    return exposed + after_step
+    return exposed
 
 
 def _dp_collectives_s(work: TrainingWork, itype: InstanceType, accel: Accelerator,
-                      layout: TrainingLayout, arch_layers: int) -> tuple[float, float, float]:
-    """(per micro-batch, per step in the backward, per step after the optimizer step) data-parallel
-    collective time before any overlap."""
+                      layout: TrainingLayout, arch_layers: int) -> tuple[float, float]:
+    """(per micro-batch, per step) data-parallel collective time before any overlap."""
     tp, pp, dp = layout.tp, layout.pp, layout.dp
     if dp <= 1:
-        return 0.0, 0.0, 0.0
+        return 0.0, 0.0
     layers = math.ceil(arch_layers / pp)
     per_node = max(1, itype.accelerators_per_node // tp)  # Megatron rank order: TP innermost, then DP
 
@@ -166,12 +161,14 @@ def _dp_collectives_s(work: TrainingWork, itype: InstanceType, accel: Accelerato
     # only the chosen stage's collectives are timed (the search times thousands of layouts);
     # ZeRO-3/FSDP gather and reduce-scatter layer by layer: one collective per layer of the stage
     if layout.zero == 3:
-        return 2 * coll(gathered, 1, layers) + coll(grads, 1, layers), 0.0, 0.0
-    if layout.zero == 2:
-        return coll(grads, 1), 0.0, coll(updated, 1)
-    if layout.zero == 1:
-        return 0.0, coll(grads, 1), coll(updated, 1)
-    return 0.0, coll(grads, 2), 0.0
+        per_microbatch, per_step = 2 * coll(gathered, 1, layers) + coll(grads, 1, layers), 0.0
+    elif layout.zero == 2:
+        per_microbatch, per_step = coll(grads, 1), coll(updated, 1)
+    elif layout.zero == 1:
+        per_microbatch, per_step = 0.0, coll(grads, 1) + coll(updated, 1)
+    else:
+        per_microbatch, per_step = 0.0, coll(grads, 2)
+    return per_microbatch, per_step
 
 
 @dataclass(frozen=True)
