@@ -118,7 +118,10 @@ def memory_inputs(catalog: Catalog, row: dict) -> dict:
     """training_inputs with the code base's state precision, recompute policy and optimizer sharding."""
     t = training_inputs(catalog, row)
     states, recompute = FRAMEWORK_MEMORY.get(row.get("framework"), ("mixed", {}))
-    t["setup"] = replace(t["setup"], states=states, offload_optimizer=bool(row.get("offload_optimizer")))
+    t["setup"] = replace(t["setup"], states=states, offload_optimizer=bool(row.get("offload_optimizer")),
+                         optimizer=row.get("optimizer") or "adamw",
+                         optimizer_in_backward=bool(row.get("optimizer_in_backward")),
+                         loss_chunks=row.get("loss_chunks") or 1)
     t["checkpointing"] = recompute.get(str(row.get("checkpointing")), t["checkpointing"])
     if row.get("zero") is None and row.get("framework") in DISTRIBUTED_OPTIMIZER_FRAMEWORKS:
         t["zero"] = 1
@@ -329,9 +332,21 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
     return out
 
 
+# Code bases whose published peak is PyTorch's caching allocator's (torch.cuda max allocated, active or
+# reserved bytes): it counts tensors only, never the CUDA context the driver creates nor the buffers
+# NCCL allocates itself (PyTorch "CUDA semantics: memory management"). torchtitan logs
+# max_reserved_gib, torchtune "Peak Memory Active", LitGPT torch.cuda.max_memory_allocated() (the
+# sources' notes); the planner's runtime reserve (planner.physics.memory.runtime_overhead_bytes) is
+# left out of their comparison, kept where a source reads the device (nvidia-smi).
+ALLOCATOR_PEAK_FRAMEWORKS = ("torchtitan", "torchtune", "litgpt")
+
+
 def memory_rows(catalog: Catalog, row_type):
-    """Published per-GPU peak memory against planner.physics.memory.training_memory on the same layout.
-    No fitted constant enters memory, so these rows are the same held out or not."""
+    """Published per-GPU peak memory against planner.physics.memory.training_memory on the same layout,
+    counted as the source counts it. No fitted constant enters memory, so these rows are the same held
+    out or not."""
+    from planner.physics.memory import runtime_overhead_bytes
+
     out, dropped = [], set(implausible(catalog))
     for source_id, data in sources().items():
         for r in data["rows"]:
@@ -342,6 +357,8 @@ def memory_rows(catalog: Catalog, row_type):
                 continue
             t = training_inputs(catalog, r)
             need = peak_memory_bytes(catalog, r)
+            if r.get("framework") in ALLOCATOR_PEAK_FRAMEWORKS:
+                need -= runtime_overhead_bytes(r["gpus"], t["accel"].is_neuron)
             setup_text = f"{r.get('model') or 'custom'} {r['accelerator']}×{r['gpus']} {r.get('method', 'full')} mb{t['mb']} s{r['seq']}"
             out.append(row_type(r["id"], "training peak memory", source_id, setup_text, need / 2**30, r["peak_memory_gib"]))
     return out

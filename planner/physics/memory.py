@@ -29,6 +29,16 @@ LOGIT_BYTES = 4  # logits are upcast to fp32 for sampling and for the loss
 TRAINING_LOGIT_BYTES = 2 * LOGIT_BYTES
 
 
+def logit_bytes_per_token_entry(loss_chunks: int = 1) -> float:
+    """Bytes per token per vocabulary entry the loss holds at its peak. Whole: the fp32 logits and
+    their gradient (TRAINING_LOGIT_BYTES). Chunked cross-entropy (torchtune CEWithChunkedOutputLoss,
+    torchtune/modules/loss/ce_chunked_output_loss.py: the output projection returns bf16 chunks and
+    each is upcast to fp32 on its own) keeps every token's bf16 logits and one chunk's fp32 pair."""
+    if loss_chunks <= 1:
+        return TRAINING_LOGIT_BYTES
+    return ACTIVATION_BYTES + TRAINING_LOGIT_BYTES / loss_chunks
+
+
 @dataclass(frozen=True)
 class MemoryBreakdown:
     weights: float = 0.0
@@ -174,8 +184,13 @@ def optimizer_state_bytes(optimizer: str, mixed_precision: bool) -> float:
     """Bytes per trained parameter: fp32 master copy (mixed precision only) + moment estimates.
     Adam/AdamW keep m and v (ZeRO paper's K = 12 with the master copy); SGD keeps momentum;
     Adafactor's factored second moment is O(rows + cols), negligible per parameter."""
-    moments = {"adam": 8.0, "adamw": 8.0, "sgd": 4.0, "adafactor": 0.0}[optimizer]
-    return moments + (4.0 if mixed_precision else 0.0)
+    return MOMENT_BYTES[optimizer] + (4.0 if mixed_precision else 0.0)
+
+
+# Moment bytes per parameter. 8-bit AdamW (bitsandbytes) keeps m and v block-wise quantised to one byte
+# each (Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization", arXiv 2110.02861 §2; the
+# fp32 absmax per 2,048-value block adds 0.2%, left out).
+MOMENT_BYTES = {"adam": 8.0, "adamw": 8.0, "adamw8bit": 2.0, "sgd": 4.0, "adafactor": 0.0}
 
 
 def gradient_bytes(precision: str, grad_precision: str) -> float:
@@ -208,6 +223,11 @@ class TrainingSetup:
     # Optimizer states (and the gradients an optimizer step in backward frees) live in host memory:
     # ZeRO-Offload (Ren et al. 2021, arXiv 2101.06840) / FSDP CPUOffload (torchtune fsdp_cpu_offload).
     offload_optimizer: bool = False
+    # The optimizer step runs inside the backward, parameter by parameter, freeing each gradient once
+    # applied (torchtune `optimizer_in_bwd`; PyTorch tutorial "How to save memory by fusing the
+    # optimizer step into the backward pass", 2023): about one block's gradients live at once.
+    optimizer_in_backward: bool = False
+    loss_chunks: int = 1  # cross-entropy computed in this many chunks (logit_bytes_per_token_entry)
 
 
 # Bytes per parameter (weights, gradients, optimizer) for full training, by how states are kept:
@@ -262,6 +282,8 @@ def training_model_states(arch: Architecture, setup: TrainingSetup, tp: int, pp:
         w_b, g_b, o_b = STATE_BYTES.get(setup.states) or (weight_bytes_per_param(setup),
                                                           gradient_bytes(setup.precision, setup.grad_precision),
                                                           optimizer_state_bytes(setup.optimizer, mixed))
+        if setup.states in STATE_BYTES and setup.optimizer == "adamw8bit":
+            o_b = MOMENT_BYTES["adamw8bit"]  # the tables' optimizer bytes are AdamW's two moments only
         if setup.offload_optimizer:
             g_b, o_b = 0.0, 0.0
         if ep <= 1:
@@ -287,6 +309,10 @@ def training_memory(arch: Architecture, setup: TrainingSetup, tp: int, pp: int, 
     i.e. about L layers' worth; the interleaved schedule adds (1 + (p-1)/(p·v)) (Korthikanti §4.2.3).
     """
     weights, grads, optimizer = training_model_states(arch, setup, tp, pp, dp, zero, ep)
+    if setup.optimizer_in_backward and setup.method == "full":  # one block's gradients (TrainingSetup)
+        block_params = (arch.params - arch.embedding_params) / arch.layers / tp
+        grads = min(grads, block_params * (STATE_BYTES[setup.states][1] if setup.states in STATE_BYTES
+                                           else gradient_bytes(setup.precision, setup.grad_precision)))
     if zero >= 3 and dp > 1:
         gathered, unsharded_grads = zero3_working_set(arch, setup, tp, ep)
         weights += gathered
@@ -299,6 +325,6 @@ def training_memory(arch: Architecture, setup: TrainingSetup, tp: int, pp: int, 
         activations *= 1 + (pp - 1) / (pp * virtual_stages)
     if checkpointing == "full":  # one layer's full working set during its recomputation
         activations += activation_bytes_per_layer(setup.seq, micro_batch, arch, tp, "none", flash_attention)
-    logits = setup.seq * micro_batch * arch.vocab_size / tp * TRAINING_LOGIT_BYTES
+    logits = setup.seq * micro_batch * arch.vocab_size / tp * logit_bytes_per_token_entry(setup.loss_chunks)
     return MemoryBreakdown(weights=weights, activations=activations + logits, gradients=grads,
                            optimizer=optimizer, overhead=runtime_overhead_bytes(tp * pp * dp, neuron))
