@@ -102,10 +102,12 @@ EVALUATED_ONLY = ("Trainium2",)
 EVALUATED_ONLY_SOURCES = ("trtllm-perf-overview-v017",)
 
 
-def objective(catalog, platform: str | None = None, without: str | None = None) -> float:
+def objective(catalog, platform: str | None = None, without: str | tuple[str, ...] | None = None) -> float:
+    """`without`: one source id, or several (every source measuring one kind of kernel, say)."""
+    left_out = (without,) if isinstance(without, str) else tuple(without or ())
     rows = [r for r in all_rows(catalog, platform, FIT_ROWS_PER_SOURCE) if r.accelerator not in EVALUATED_ONLY
             and r.source not in EVALUATED_ONLY_SOURCES]
-    return sum(median_errors([r for r in rows if r.source != without]).values())
+    return sum(median_errors([r for r in rows if r.source not in left_out]).values())
 
 
 @contextmanager
@@ -119,7 +121,7 @@ def restored():
             put(saved[name])
 
 
-def fit(without: str | None = None, rounds: int = 6, platforms: tuple[str, ...] = ("gpu", "neuron")) -> dict[str, float]:
+def fit(without: str | tuple[str, ...] | None = None, rounds: int = 6, platforms: tuple[str, ...] = ("gpu", "neuron")) -> dict[str, float]:
     """Coordinate descent on every source but `without`, from the priors and from the grids' quartiles
     (constants that trade off, such as Neuron bandwidth against per-collective latency, leave
     valleys a single descent stalls in); the lowest objective wins, the earlier start on a tie.
@@ -141,7 +143,7 @@ def fit(without: str | None = None, rounds: int = 6, platforms: tuple[str, ...] 
     return {name: get() for name, (get, _, _, _) in ALL_PARAMETERS.items()}
 
 
-def _descend(parameters: dict, platform: str, rounds: int, without: str | None) -> None:
+def _descend(parameters: dict, platform: str, rounds: int, without: str | tuple[str, ...] | None) -> None:
     catalog = bundled()
 
     def score(put, value, prior):

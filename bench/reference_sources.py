@@ -26,9 +26,10 @@ from planner.physics.training_time import TrainingLayout, model_flops_per_token,
 from planner.workload.yamlsafe import load_text
 
 DIR = Path(__file__).resolve().parent / "data" / "reference"
-# The AWS node with the published part: 8 SXM GPUs on NVLink (p4d/p4de/p5/p5en), A10G's g5.
+# The AWS node with the published part: 8 SXM GPUs on NVLink (p4d/p4de/p5/p5en), A10G's g5, L40S's g6e, L4's g6.
 INSTANCE_FOR = {"A100-40GB": "p4d.24xlarge", "A100-80GB": "p4de.24xlarge", "H100-SXM-80GB": "p5.48xlarge",
-                "H200": "p5en.48xlarge", "A10G": "g5.48xlarge", "L40S": "g6e.48xlarge", "B200": "p6-b200.48xlarge"}
+                "H200": "p5en.48xlarge", "A10G": "g5.48xlarge", "L40S": "g6e.48xlarge", "B200": "p6-b200.48xlarge",
+                "L4": "g6.48xlarge"}
 # Neuron serving rows state TP in NeuronCores (logical ones on Trainium2, LNC=2): predicted per core
 # (catalog.sharded) on the row's instance type (else the node that carries the part), with the Neuron
 # constants. TGI rows served by a model compiled for a static batch (`compiled_batch`: TGI on
@@ -248,6 +249,16 @@ def serving_weights(row: dict) -> str | None:
     return _weights(str(row.get("precision")))
 
 
+def _has_fp8(accelerator: str) -> bool:
+    """Whether the catalog's part named by a GPU row has FP8 tensor cores (the planner runs FP8 weights only there)."""
+    from planner.hardware.catalog import bundled
+
+    if accelerator not in INSTANCE_FOR:
+        return True
+    catalog = bundled()
+    return catalog.accelerator(catalog.instance(INSTANCE_FOR[accelerator]).accelerator).peak_flops("fp8") is not None
+
+
 def serving_why_not(row: dict) -> str | None:
     if row.get("accelerator") not in INSTANCE_FOR and row.get("accelerator") not in NEURON_INSTANCE_FOR:
         return f"accelerator {row.get('accelerator')!r} not in the catalog"
@@ -256,6 +267,9 @@ def serving_why_not(row: dict) -> str | None:
         return "no fixed concurrency (offline or open-loop load)"
     if serving_weights(row) is None:
         return f"precision {row.get('precision')!r} not modelled"
+    if _weights(str(row.get("precision"))) == "fp8" and not _has_fp8(row["accelerator"]):
+        return (f"precision {row.get('precision')!r} on {row['accelerator']}, which has no FP8 tensor cores "
+                "(weight-only FP8, e.g. Marlin on Ampere, is not modelled)")
     if (row.get("pp") or 1) > 1 or (row.get("ep") or 1) > 1 or not isinstance(row.get("tp"), int):
         return "pipeline or expert parallel serving, or TP not stated"
     if not isinstance(row.get("prompt_tokens"), int) or not isinstance(row.get("output_tokens"), int):
