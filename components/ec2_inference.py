@@ -76,7 +76,7 @@ class Ec2InferenceArgs:
                              "Block for ML: purchase one (`gpuplan preflight` lists offerings) and set capacityBlockId")
         if self.capacity_block_id and self.capacity_reservation_id:
             raise ValueError("capacityReservationId and capacityBlockId are alternatives; give one")
-        per_copy = plan.layout.tensor_parallel * plan.layout.pipeline_parallel
+        per_copy = plan.layout.devices_per_copy
         if per_copy > self.devices_per_instance:
             raise ValueError(f"one model copy spans {per_copy} devices but one {member} holds "
                              f"{self.devices_per_instance}: multi-instance serving (vLLM over Ray) is not started by "
@@ -104,7 +104,7 @@ def model_volume_gb(plan: Plan) -> int:
 
 def _copies(args: Ec2InferenceArgs) -> list[list[int]]:
     """The devices of each model copy on one instance: one container per copy, each on its own port."""
-    per_copy = args.plan.layout.tensor_parallel * args.plan.layout.pipeline_parallel
+    per_copy = args.plan.layout.devices_per_copy
     count = max(1, args.devices_per_instance // per_copy)
     return [list(range(i * per_copy, (i + 1) * per_copy)) for i in range(count)]
 

@@ -48,8 +48,9 @@ def ec2_model_volume_gb(weights_bytes: float) -> int:
 
 
 def serving_weights_bytes(plan: Plan) -> float:
-    """One model copy's weights: a device's share times the devices the copy spans."""
-    return plan.memory.per_device_bytes.get("weights", 0.0) * plan.layout.tensor_parallel * plan.layout.pipeline_parallel
+    """One model copy's weights: a device's share times the devices the copy spans (under attention DP the
+    replicated attention counts once per rank: room to spare, never short)."""
+    return plan.memory.per_device_bytes.get("weights", 0.0) * plan.layout.devices_per_copy
 
 
 def _rate(key: str, region: str) -> tuple[float, str, str, bool]:
