@@ -111,3 +111,16 @@ def test_policy_blocks_dp_flags_removed_from_the_engine():
     template.props["userData"] = base64.b64encode(script.encode()).decode()
     found = [m for p, _, m in _mandatory(resources) if p == "accelerator-memory-fits"]
     assert any("adp=8 but the engine's attention data-parallel size is 1" in m for m in found), found
+
+
+def test_dp_attention_reaches_the_sagemaker_container_environment(catalog):
+    from components.settings import container_environment
+
+    plan = plan_workload(workload(**{**_spec(256), "constraints": {"instance_types": ["p5en.48xlarge"]}}), catalog)
+    assert plan.choice.deploy_target == "sagemaker" and plan.layout.attention_data_parallel == 8
+    env = container_environment(plan, "deepseek-ai/DeepSeek-R1", 0.10)
+    assert (env["OPTION_TENSOR_PARALLEL_DEGREE"], env["OPTION_DATA_PARALLEL_SIZE"], env["OPTION_ENABLE_EXPERT_PARALLEL"],
+            env["OPTION_MAX_ROLLING_BATCH_SIZE"]) == ("1", "8", "true", "32")
+    tgi = plan.model_copy(update={"engine": "tgi"})
+    with pytest.raises(ValueError, match="attention data-parallel over 8 ranks, which engine tgi"):
+        container_environment(tgi, "deepseek-ai/DeepSeek-R1", 0.10)
