@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import ipaddress
 import json
-import math
 from dataclasses import dataclass
 
 import pulumi
@@ -24,6 +23,7 @@ from components import settings
 from components.inference import model_grants, s3_artifact
 from components.ec2_nodes import IMDSV2_ONLY, node_ami, node_role, reservation_settings
 from components.training import NODE_TAGS, capacity_wait_timeout, network_interfaces
+from planner.economics import provisioned
 from planner.hardware.catalog import InstanceType
 from planner.hardware.ultraservers import launch_type, member_instance
 from planner.workload.plan import Plan
@@ -32,7 +32,7 @@ SERVING_PORT = 8080  # the DLCs' SageMaker serving port (/ping, /invocations)
 SERVING_ENV = "/etc/gpuplan/serving.env"  # policies/facts.py serving_exports reads this block back
 MODEL_DIR = settings.SAGEMAKER_MODEL_DIR  # where the containers look for a model without HF_MODEL_ID
 MODEL_DEVICE = "/dev/sdf"
-ROOT_VOLUME_GB = 200  # the DLAMI (about 150 GB with its CUDA and Neuron stacks) plus the image's layers
+ROOT_VOLUME_GB = provisioned.EC2_SERVING_ROOT_VOLUME_GB  # sized and priced in planner/economics/provisioned.py
 LOG_GROUP_PREFIX = "/gpuplan/serving/"
 
 
@@ -76,7 +76,7 @@ class Ec2InferenceArgs:
                              "Block for ML: purchase one (`gpuplan preflight` lists offerings) and set capacityBlockId")
         if self.capacity_block_id and self.capacity_reservation_id:
             raise ValueError("capacityReservationId and capacityBlockId are alternatives; give one")
-        per_copy = plan.layout.tensor_parallel * plan.layout.pipeline_parallel
+        per_copy = plan.layout.devices_per_copy
         if per_copy > self.devices_per_instance:
             raise ValueError(f"one model copy spans {per_copy} devices but one {member} holds "
                              f"{self.devices_per_instance}: multi-instance serving (vLLM over Ray) is not started by "
@@ -98,15 +98,13 @@ class Ec2InferenceArgs:
 
 
 def model_volume_gb(plan: Plan) -> int:
-    """Room for the model twice over (the S3 copy and the engine's converted or unpacked copy), as the
-    SageMaker ML storage volume is sized (planner/economics/provisioned.py ml_volume_gb), at least 30 GB."""
-    weights = plan.memory.per_device_bytes["weights"] * plan.layout.tensor_parallel * plan.layout.pipeline_parallel
-    return max(30, math.ceil(2 * weights / 1e9) + 10)
+    """The model volume the plan prices (planner/economics/provisioned.py ec2_model_volume_gb)."""
+    return provisioned.ec2_model_volume_gb(provisioned.serving_weights_bytes(plan))
 
 
 def _copies(args: Ec2InferenceArgs) -> list[list[int]]:
     """The devices of each model copy on one instance: one container per copy, each on its own port."""
-    per_copy = args.plan.layout.tensor_parallel * args.plan.layout.pipeline_parallel
+    per_copy = args.plan.layout.devices_per_copy
     count = max(1, args.devices_per_instance // per_copy)
     return [list(range(i * per_copy, (i + 1) * per_copy)) for i in range(count)]
 

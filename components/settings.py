@@ -145,6 +145,11 @@ def _lmi_vllm(plan: Plan, headroom: float) -> dict[str, str]:
            "OPTION_GPU_MEMORY_UTILIZATION": f"{1 - headroom:.2f}"}
     if lay.pipeline_parallel > 1:
         env["OPTION_PIPELINE_PARALLEL_DEGREE"] = str(lay.pipeline_parallel)
+    ranks = lay.attention_data_parallel or 1
+    if ranks > 1:  # planner/physics/attention_dp.py: vLLM's --data-parallel-size with --enable-expert-parallel
+        env["OPTION_DATA_PARALLEL_SIZE"] = str(ranks)
+        env["OPTION_ENABLE_EXPERT_PARALLEL"] = "true"
+        env["OPTION_MAX_ROLLING_BATCH_SIZE"] = str(-(-lay.batch_per_replica // ranks))  # max_num_seqs is per DP rank
     return env
 
 
@@ -167,6 +172,9 @@ def container_environment(plan: Plan, hf_model_id: str | None, headroom: float,
     """The engine's own knobs, by the names its documentation gives (engine-options.yaml), set from the
     plan so it allocates the memory the plan assumed."""
     style = image_entry(plan)["style"]
+    if (plan.layout.attention_data_parallel or 1) > 1 and style != "lmi-vllm":
+        raise ValueError(f"the plan runs attention data-parallel over {plan.layout.attention_data_parallel} ranks, "
+                         f"which engine {plan.engine} ({style}) does not start: serve it with engine vllm")
     if style == "optimum-neuron-vllm":
         return _optimum_neuron(plan, hf_model_id, compiled_model_url)
     env: dict[str, str] = {"HF_MODEL_ID": hf_model_id} if hf_model_id else {}
@@ -191,13 +199,13 @@ def container_environment(plan: Plan, hf_model_id: str | None, headroom: float,
 
 
 def startup_timeout_s(plan: Plan) -> int:
-    weights = plan.memory.per_device_bytes["weights"] * plan.layout.tensor_parallel * plan.layout.pipeline_parallel
+    weights = plan.memory.per_device_bytes["weights"] * plan.layout.devices_per_copy
     return int(min(MAX_TIMEOUT_S, max(MIN_TIMEOUT_S, math.ceil(weights / DOWNLOAD_BYTES_PER_S))))
 
 
 def volume_size_gb(plan: Plan) -> int | None:
     """Room for the model twice over (planner/economics/provisioned.py, which prices it); None where SageMaker forbids it."""
-    weights = plan.memory.per_device_bytes["weights"] * plan.layout.tensor_parallel * plan.layout.pipeline_parallel
+    weights = plan.memory.per_device_bytes["weights"] * plan.layout.devices_per_copy
     return provisioned.ml_volume_gb(plan.choice.instance_type, weights)
 
 

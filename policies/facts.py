@@ -37,6 +37,7 @@ class ServingFacts:
     memory_fraction: float | None
     problems: tuple[str, ...]  # environment values no engine would accept
     kv_cache_precision: str | None = None  # the engine's KV cache dtype; None: the model's own (16-bit)
+    attention_dp: int = 1  # vLLM data_parallel_size: attention ranks of one copy (planner/physics/attention_dp.py)
 
 
 def _positive_int(env: Mapping, key: str, problems: list[str]) -> int | None:
@@ -122,11 +123,14 @@ def serving_facts(environment: Mapping) -> ServingFacts:
             parts = [_positive_int(env, k, problems) for k in ("OPTION_MAX_INPUT_LEN", "OPTION_MAX_OUTPUT_LEN")]
             context = sum(parts) if all(parts) else None
         batch = _positive_int(env, "OPTION_MAX_ROLLING_BATCH_SIZE", problems)
+    ranks = _positive_int(env, "OPTION_DATA_PARALLEL_SIZE", problems) or 1
+    if batch is not None:
+        batch *= ranks  # vLLM's max_num_seqs is per DP rank
     return ServingFacts(model_id=model_id, preset=preset_sizing_model_id(model_id) if model_id else None, tp=tp,
                         pp=_positive_int(env, "OPTION_PIPELINE_PARALLEL_DEGREE", problems) or 1,
                         context_tokens=context, batch=batch, precision=_precision(env, problems),
                         memory_fraction=_fraction(env, problems), kv_cache_precision=_kv_precision(env, problems),
-                        problems=tuple(problems))
+                        problems=tuple(problems), attention_dp=ranks)
 
 
 def container_environment(model: Resource) -> Mapping | None:

@@ -121,9 +121,12 @@ def reconcile(tagged: TaggedWorkload, facts: ServingFacts | None, exported: dict
                                  f"({facts.preset})")
             arch = presets()[facts.preset]
             model = facts.preset
+        ranks = tagged.int_of("adp")
         for key, actual, name in (("tp", facts.tp, "tensor parallel degree"), ("pp", facts.pp, "pipeline degree"),
+                                  ("adp", facts.attention_dp, "attention data-parallel size"),
                                   ("batch", facts.batch, "batch size")):
-            if actual is not None and actual != tagged.int_of(key):
+            written = -(-tagged.int_of(key) // ranks) * ranks if key == "batch" else tagged.int_of(key)  # per rank
+            if actual is not None and actual != written:
                 differs(LAYOUT, key, tagged.int_of(key), actual, f"the engine's {name} is")
                 layout[key] = actual
         if facts.context_tokens is not None and facts.context_tokens != details["ctx"]:

@@ -103,7 +103,7 @@ def test_refresh_builds_a_catalog_from_moto_and_the_price_list(aws_env, monkeypa
     spec = write_yaml(tmp_path / "w.yaml", {"workloads": [{"name": "t", "kind": "inference", "model": {"preset": "llama-3-70b"},
                                                             "constraints": {"instance_types": ["p5.48xlarge"], "deploy_target": "ec2"}}]})
     plan = json.loads(runner.invoke(app, ["plan", str(spec), "--catalog", str(out), "--format", "json"]).output)
-    assert plan["plans"][0]["cost"]["usd_per_hour"] == 50.0 * plan["plans"][0]["choice"]["nodes"]
+    assert plan["plans"][0]["cost"]["instances_usd_per_hour"] == 50.0 * plan["plans"][0]["choice"]["nodes"]
 
 
 def test_a_denied_source_keeps_its_figures_and_the_others_refresh(aws_env, monkeypatch, tmp_path):

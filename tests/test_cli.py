@@ -73,7 +73,9 @@ def test_catalog_overlay_adds_an_onprem_node(tmp_path):
         "constraints": {"instance_types": ["onprem-dgx-a100"], "deploy_target": "ec2"}}]})
     data = json.loads(invoke("plan", str(spec), "--format", "json").output)
     assert data["plans"][0]["choice"]["instance_type"] == "onprem-dgx-a100"
-    assert data["plans"][0]["cost"]["usd_per_hour"] == 12.5
+    cost = data["plans"][0]["cost"]
+    assert cost["instances_usd_per_hour"] == 12.5  # EC2 also bills the node's root and model volumes
+    assert cost["usd_per_hour"] == 12.5 + sum(i["usd_per_hour"] for i in cost["provisioned"])
     assert str(overlay) == data["catalog"]
 
 

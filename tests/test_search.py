@@ -127,7 +127,7 @@ def test_sagemaker_prices_are_separate_from_ec2(catalog):
     sm = plan_workload(workload(**common), catalog)
     ec2 = plan_workload(workload(**{**common, "constraints": {**common["constraints"], "deploy_target": "ec2"}}), catalog)
     assert sm.cost.usd_per_hour == 1.515 * sm.choice.nodes  # ml.g5.2xlarge hosting, us-east-1
-    assert ec2.cost.usd_per_hour == 1.212 * ec2.choice.nodes
+    assert ec2.cost.instances_usd_per_hour == 1.212 * ec2.choice.nodes  # beside it: the EC2 volumes
     assert sm.cost.usd_per_million_output_tokens > ec2.cost.usd_per_million_output_tokens
 
 
@@ -144,12 +144,12 @@ def test_spot_and_unpriced_purchase_options(catalog):
     spot = plan_workload(workload(kind="inference", model={"preset": "llama-3-8b"},
                                   constraints={"instance_types": ["g5.2xlarge"], "purchase": "spot",
                                                "deploy_target": "ec2"}), catalog)
-    assert spot.cost.usd_per_hour == 0.3744 * spot.choice.nodes
+    assert spot.cost.instances_usd_per_hour == 0.3744 * spot.choice.nodes
     reserved = plan_workload(workload(kind="inference", model={"preset": "llama-3-8b"},
                                       constraints={"instance_types": ["g5.2xlarge"], "purchase": "reserved-1y",
                                                    "deploy_target": "ec2"}), catalog)
     # the Standard RI 1-year no-upfront rate (vantage snapshot), billed every hour of the month
-    assert reserved.cost.usd_per_hour == 0.76356 * reserved.choice.nodes
+    assert reserved.cost.instances_usd_per_hour == 0.76356 * reserved.choice.nodes
     assert reserved.choice.purchase == "reserved-1y"
     with pytest.raises(InfeasibleError, match="no capacity-block price for g5.2xlarge"):
         plan_workload(workload(kind="inference", model={"preset": "llama-3-8b"},

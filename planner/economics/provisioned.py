@@ -1,5 +1,6 @@
 """Everything the components provision beside the instances, priced: EBS root volumes per training node,
-FSx for Lustre (capacity × throughput tier) and its backups, SageMaker ML storage volumes. The sizes are
+FSx for Lustre (capacity × throughput tier) and its backups, SageMaker ML storage volumes, and the root and
+model volumes of every instance EC2 serving launches (components/ec2_inference.py). The sizes are
 the ones the components create (components/settings.py and training.py read them from here), so the plan's
 cost is what AWS bills for what the program makes (tests/test_provisioned_cost.py walks the resources)."""
 
@@ -9,6 +10,7 @@ import math
 
 from planner.workload.plan import Plan, PlanCost, ProvisionedCost
 from planner.economics.storage import CHECKPOINTS_KEPT, _prices
+from planner.hardware.ultraservers import launch_type
 from planner.hardware.units import GIB, HOURS_PER_MONTH
 
 # Automatic daily backups kept by the training cluster's FSx for Lustre file system (components/training.py).
@@ -19,6 +21,10 @@ FSX_BACKUP_DAYS = 7
 NVME_FAMILIES = {"g5", "g6", "g6e", "p4d", "p4de", "p5", "p5e", "p5en", "trn1", "trn1n"}
 ROOT_VOLUME_MIN_GB, ROOT_VOLUME_MAX_GB, ROOT_VOLUME_DLAMI_GB = 200, 16384, 150  # gp3 allows 1-16,384 GiB
 ML_VOLUME_MIN_GB, ML_VOLUME_MAX_GB = 30, 512  # SageMaker VolumeSizeInGB bounds for hosting
+# EC2 serving (components/ec2_inference.py): a root volume for the DLAMI (about 150 GB with its CUDA and
+# Neuron stacks) plus the image's layers, and a model volume of at least EC2_MODEL_VOLUME_MIN_GB.
+EC2_SERVING_ROOT_VOLUME_GB = 200
+EC2_MODEL_VOLUME_MIN_GB = 30
 
 
 def root_volume_gb(states_per_device_bytes: float, devices_per_node: int) -> int:
@@ -33,6 +39,18 @@ def ml_volume_gb(instance_type: str, weights_bytes: float) -> int | None:
     if instance_type.removeprefix("ml.").split(".")[0] in NVME_FAMILIES:
         return None
     return int(min(ML_VOLUME_MAX_GB, max(ML_VOLUME_MIN_GB, math.ceil(2 * weights_bytes / 1e9) + 10)))
+
+
+def ec2_model_volume_gb(weights_bytes: float) -> int:
+    """Room for the model twice over (the S3 copy and the engine's converted or unpacked copy), as the
+    SageMaker ML storage volume is sized (ml_volume_gb), with no SageMaker ceiling."""
+    return max(EC2_MODEL_VOLUME_MIN_GB, math.ceil(2 * weights_bytes / 1e9) + 10)
+
+
+def serving_weights_bytes(plan: Plan) -> float:
+    """One model copy's weights: a device's share times the devices the copy spans (under attention DP the
+    replicated attention counts once per rank: room to spare, never short)."""
+    return plan.memory.per_device_bytes.get("weights", 0.0) * plan.layout.devices_per_copy
 
 
 def _rate(key: str, region: str) -> tuple[float, str, str, bool]:
@@ -75,10 +93,9 @@ def provisioned_items(plan: Plan, fsx: bool | None = None) -> list[ProvisionedCo
     deployment's override (None: what the plan's storage says)."""
     region, nodes = plan.choice.region, plan.choice.nodes
     if plan.kind == "inference":
-        if plan.choice.deploy_target != "sagemaker":
-            return []
-        weights = plan.memory.per_device_bytes.get("weights", 0.0) * plan.layout.tensor_parallel * plan.layout.pipeline_parallel
-        gib = ml_volume_gb(plan.choice.instance_type, weights)
+        if plan.choice.deploy_target == "ec2":
+            return ec2_serving_volumes(plan)
+        gib = ml_volume_gb(plan.choice.instance_type, serving_weights_bytes(plan))
         if gib is None:
             return []
         return [_item("sagemaker_ml_storage", "SageMaker ML storage volume per instance", region, gib, nodes,
@@ -98,6 +115,16 @@ def provisioned_items(plan: Plan, fsx: bool | None = None) -> list[ProvisionedCo
                            fsx_backup_gib(s.dataset_bytes, s.checkpoint_bytes), 1,
                            "the final backup outlives the file system until deleted"))
     return items
+
+
+def ec2_serving_volumes(plan: Plan) -> list[ProvisionedCost]:
+    """The gp3 root and model volumes of every instance EC2 serving launches (an UltraServer node launches
+    as its members, each with both volumes), billed per provisioned GB-month whether busy or not."""
+    instances = plan.choice.nodes * launch_type(plan.choice.instance_type)[1]
+    region = plan.choice.region
+    return [_item("ebs_gp3", "EBS gp3 root volume per instance", region, EC2_SERVING_ROOT_VOLUME_GB, instances),
+            _item("ebs_gp3", "EBS gp3 model volume per instance", region,
+                  ec2_model_volume_gb(serving_weights_bytes(plan)), instances)]
 
 
 def priced(plan: Plan, fsx: bool | None = None) -> Plan:

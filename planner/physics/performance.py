@@ -136,7 +136,7 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
                      pp: int, batch: int, prompt_tokens: int, output_tokens: int,
                      itype: InstanceType | None = None, prefix_hit_share: float = 0.0,
                      ep_nodes: int = 1, speculation: Speculation | None = None,
-                     compiled: CompiledShapes | None = None) -> ServingEstimate:
+                     compiled: CompiledShapes | None = None, attention_dp: bool = False) -> ServingEstimate:
     """Continuous batching at `batch` sequences per replica, at the typical request.
 
     Each decode step emits one token per sequence; meanwhile batch/output_tokens sequences finish and
@@ -147,23 +147,31 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
     Graphs compiled ahead of time (Neuron) run the shapes of `compiled` instead of the live ones.
     """
     mean_context = prompt_tokens + output_tokens / 2
-    step = decode_step(arch, accel, precision, kv_precision, tp, pp, max(batch, compiled.batch) if compiled else batch,
-                       compiled.decode_context_tokens if compiled else mean_context, ep_nodes, itype)
+    cached = prefix_cached_tokens(prompt_tokens, prefix_hit_share, accel)
+    if attention_dp and itype is not None:  # planner/physics/attention_dp.py: tp·ep_nodes ranks at TP 1
+        from planner.physics import attention_dp as dp
+
+        step = dp.decode_step(arch, accel, precision, kv_precision, tp * ep_nodes, batch, mean_context, itype)
+        prefill = dp.prefill_s(arch, accel, precision, tp * ep_nodes, prompt_tokens, itype, cached)
+    else:
+        step = decode_step(arch, accel, precision, kv_precision, tp, pp, max(batch, compiled.batch) if compiled else batch,
+                           compiled.decode_context_tokens if compiled else mean_context, ep_nodes, itype)
+        prefill = prefill_s(arch, accel, precision, tp, pp, max(prompt_tokens, compiled.prefill_tokens if compiled else 0),
+                            itype, cached_tokens=cached, ep_nodes=ep_nodes)
     step_s = step.seconds
     if speculation is not None:  # planner/physics/speculative.py: k draft steps + one k+1-position target pass per step
         draft = decode_step(speculation.draft, accel, precision, kv_precision, tp, pp, batch, mean_context)
         step_s = seconds_per_token(step.memory_s, step.compute_s, step.communication_s + step.overhead_s,
                                    draft.seconds, speculation)
-    cached = prefix_cached_tokens(prompt_tokens, prefix_hit_share, accel)
-    prefill = prefill_s(arch, accel, precision, tp, pp, max(prompt_tokens, compiled.prefill_tokens if compiled else 0),
-                        itype, cached_tokens=cached, ep_nodes=ep_nodes)
-    inter_token = step_s + (batch - 1) / output_tokens * prefill  # the others' prefills; its own is in TTFT
+    # the other sequences sharing its device (its rank's own under DP attention) interleave their prefills
+    peers = -(-batch // (tp * ep_nodes)) if attention_dp and itype is not None else batch
+    inter_token = step_s + (peers - 1) / output_tokens * prefill  # the others' prefills; its own is in TTFT
     # The first token comes out of the prompt's own prefill. A new prompt first queues behind the
     # other clients' prefills: the replica spends a share rho of its time prefilling them, and with
     # identical prompts the service time is fixed, so Kingman's G/D/1 approximation gives a mean wait
     # of rho/(1-rho) · c_a²/2 prefills. The prefill then shares its step with the others' decodes.
-    rho = (batch - 1) / output_tokens * prefill / inter_token
+    rho = (peers - 1) / output_tokens * prefill / inter_token
     wait = rho / (1 - rho) * efficiency.PROMPT_ARRIVAL_VARIABILITY / 2 * prefill
-    first_token = efficiency.request_overhead_s(accel) + wait + prefill + step_s * (batch - 1) / batch
+    first_token = efficiency.request_overhead_s(accel) + wait + prefill + step_s * (peers - 1) / peers
     request_s = first_token + (output_tokens - 1) * inter_token
     return ServingEstimate(batch * output_tokens / request_s, first_token, inter_token, step.bound)

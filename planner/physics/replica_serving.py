@@ -26,7 +26,8 @@ from planner.workload.presets import Architecture
 def replica_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_precision: str, tp: int, pp: int,
                      batch: int, prompt_tokens: int, output_tokens: int, itype: InstanceType | None = None,
                      prefix_hit_share: float = 0.0, ep_nodes: int = 1, speculation: Speculation | None = None,
-                     max_context_tokens: int | None = None, compiled_batch: int | None = None) -> ServingEstimate:
+                     max_context_tokens: int | None = None, compiled_batch: int | None = None,
+                     attention_dp: bool = False) -> ServingEstimate:
     """`batch` requests in flight on one replica. On Neuron the replica runs the graphs compiled for
     `compiled_batch` sequences (default: `batch`, the plan's compiled_batch_size) and `max_context_tokens`
     positions (the plan's n_positions): each prompt encoded at its context-encoding bucket, each decode
@@ -41,4 +42,4 @@ def replica_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
             mean_bucket_tokens(prompt_tokens + 1, prompt_tokens + output_tokens - 1, max_context_tokens)
             if max_context_tokens else prompt_tokens + output_tokens / 2)
     return serving_estimate(arch, accel, precision, kv_precision, tp, pp, batch, prompt_tokens, output_tokens, itype,
-                            prefix_hit_share, ep_nodes, speculation, compiled)
+                            prefix_hit_share, ep_nodes, speculation, compiled, attention_dp)

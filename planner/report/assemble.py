@@ -4,6 +4,7 @@ managed-API comparison, the alternatives and every rejected type with its reason
 
 from __future__ import annotations
 
+from planner.physics import attention_dp
 from planner.economics.buying import purchase_reason, purchase_table, storage_section
 from planner.economics.cost import price_vintage_notes, usd_per_million_tokens
 from planner.economics.managed import compare_managed
@@ -75,6 +76,10 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
     choice, warnings = _choice(w, cand, catalog, target, alternatives, also_feasible)
     shaped = _serving_figures if w.kind == "inference" else _training_figures
     layout, performance, cost = shaped(w, cand, platform, hours, warnings)
+    if layout.attention_data_parallel:  # planner/physics/attention_dp.py: why this layout, in its figures
+        choice.reason += "; " + attention_dp.why(arch, w.precision, w.serving.kv_cache_precision,
+                                                 layout.attention_data_parallel, w.serving.max_context_tokens,
+                                                 cand.usable_bytes)
     if arch.is_moe and (layout.expert_parallel or 0) <= layout.tensor_parallel:
         warnings.append("MoE: every device holds a TP slice of every expert (no expert parallelism in this layout)")
     purchases = purchase_table(w, cand, catalog, target)
@@ -149,7 +154,9 @@ def _serving_figures(w: Workload, cand: Candidate, platform: str, hours: float,
     """A serving plan's layout, performance and cost; its warnings are appended to `warnings`."""
     accel, perf, s = cand.accel, cand.perf, w.serving
     aggregate = cand.output_tokens_per_s
-    layout = PlanLayout(tensor_parallel=cand.tp, pipeline_parallel=cand.pp, data_parallel=1,
+    dp_attention = cand.attention_dp if cand.attention_dp > 1 else None  # its ranks run attention at TP 1
+    layout = PlanLayout(tensor_parallel=1 if dp_attention else cand.tp, pipeline_parallel=cand.pp, data_parallel=1,
+                        attention_data_parallel=dp_attention,
                         replicas=cand.replicas, batch_per_replica=cand.batch_per_replica,
                         sequences_in_flight=cand.sequences_in_flight, tensor_parallel_unit=accel.device_unit,
                         compiled_batch_size=cand.batch_per_replica if accel.is_neuron else None,

@@ -38,6 +38,8 @@ def layout_text(p: Plan) -> str:
     unit = " NeuronCores" if lay.tensor_parallel_unit == "NeuronCore" else ""
     text = f"TP {lay.tensor_parallel}{unit} × PP {lay.pipeline_parallel}"
     spread = lay.expert_parallel and lay.expert_parallel > lay.tensor_parallel  # MoE experts over more devices than TP
+    if lay.attention_data_parallel:  # planner/physics/attention_dp.py
+        text = f"attention DP {lay.attention_data_parallel} (TP {lay.tensor_parallel} each) × PP {lay.pipeline_parallel}"
     if spread and p.kind == "inference":
         text += f" × EP {lay.expert_parallel}"
     if p.kind == "inference":

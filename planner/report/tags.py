@@ -21,6 +21,7 @@ from typing import get_args
 
 from pydantic import ValidationError
 
+from planner.physics import attention_dp
 from planner.hardware.catalog import Catalog
 from planner.search.kv_sizing import kv_tokens_per_sequence
 from planner.physics.memory import MemoryBreakdown, TrainingSetup, inference_memory, training_memory
@@ -62,7 +63,7 @@ ARCH_KEYS = {"params": "params", "layers": "layers", "hidden_size": "hidden", "a
              "sliding_window_layers": "wlayers", "max_context_tokens": "maxctx"}
 # (smallest, largest) of each integer the layout tag may hold (the spec's own bounds).
 LAYOUT_INTS = {"tp": (1, 64), "pp": (1, 512), "dp": (1, 65536), "zero": (0, 3), "mb": (1, 4096), "m": (1, 1 << 20), "vs": (1, 64),
-               "replicas": (1, 10_000), "batch": (1, 1 << 20), "nodes": (1, 4096)}
+               "adp": (1, 4096), "replicas": (1, 10_000), "batch": (1, 1 << 20), "nodes": (1, 4096)}
 CHECKPOINTING = ("none", "selective", "full")
 
 
@@ -125,7 +126,8 @@ def plan_tags(plan: Plan, w: Workload, environment: str = "production") -> dict[
         PREFIX + "layout": _pairs({"tp": lay.tensor_parallel, "pp": lay.pipeline_parallel, "dp": lay.data_parallel,
                                    "zero": lay.zero_stage, "mb": lay.micro_batch, "m": lay.microbatches, "vs": lay.virtual_stages if lay.pipeline_schedule == "interleaved" else None,
                                    "ckpt": lay.activation_checkpointing, "replicas": lay.replicas,
-                                   "batch": lay.batch_per_replica, "nodes": plan.choice.nodes}),
+                                   "batch": lay.batch_per_replica, "nodes": plan.choice.nodes,
+                                   "adp": lay.attention_data_parallel}),
         PREFIX + "required-bytes": str(int(plan.memory.required_per_device_bytes)),
         PREFIX + "headroom": f"{w.constraints.memory_headroom:g}",
         PREFIX + "monthly-usd": f"{plan.cost.usd_per_month:.2f}",
@@ -307,6 +309,9 @@ def required_memory(tagged: TaggedWorkload, catalog: Catalog, instance_type: str
     if tagged.kind == "inference":
         d, batch = tagged.details, tagged.int_of("batch")
         tokens = kv_tokens_per_sequence(str(d.get("kvs", "worst-case")), int(d["ctx"]), int(d.get("kvt", d["ctx"])), batch)
+        ranks = tagged.int_of("adp")
+        if ranks > 1:  # attention data-parallel over `ranks` devices at TP 1 (planner/physics/attention_dp.py)
+            return attention_dp.inference_memory(arch, tagged.precision, str(d["kv"]), ranks, batch, tokens)
         return inference_memory(arch, tagged.precision, str(d["kv"]), tp, pp, batch, tokens, accel.is_neuron)
     d = tagged.details
     setup = TrainingSetup(str(d["method"]), tagged.precision, str(d["opt"]), str(d["grad"]), int(d["rank"]),

@@ -55,6 +55,7 @@ class Candidate:
     purchase: str = "on-demand"  # the option the objective was priced at
     wall_s: float | None = None  # training: time to finish under that option (spot: interruptions included)
     ep: int = 1  # serving: nodes one replica's experts are spread over (expert parallelism across nodes)
+    attention_dp: int = 1  # serving: ranks a replica's attention runs data-parallel over, TP 1 each (physics/attention_dp.py)
     storage_usd_per_hour: float = 0.0  # training: root volumes and FSx (planner/economics/provisioned.py), in the objective
     train_ep: int = 1  # training: DP ranks the routed experts are split over (planner/physics/expert_training.py)
     deploy_target: str | None = None  # where this type deploys (search/sweep.py type_target); None: the workload's

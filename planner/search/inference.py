@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from planner.physics import attention_dp
 from planner.physics.bands import slow_factor
 from planner.search.candidates import Candidate, Miss, memory_miss, pinned_tp_miss, tensor_parallel_options
 from planner.hardware.catalog import Accelerator, InstanceType
@@ -89,23 +90,45 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
         for pp, ep in _spans(w, tp, apn, spans_nodes):
             if (pp > 1 or ep > 1) and not spans_nodes:
                 continue  # a replica spans nodes only on EC2, with full nodes and a network between them
-            replica = _Replica(w, itype, accel, target, tp, pp, ep)
-            found = replica.search()
-            if isinstance(found, Miss):
-                miss = found.nearer(miss)
-                continue
-            if found is None:
-                continue
-            good, hi = found
-            cand = replica.candidate_at(good * replica.step, price)
-            if collect is not None:
-                collect.append(cand)
-                collect.extend(replica.candidate_at(u * replica.step, price) for u in range(good + 1, hi + 1))
-            if best is None or cand.rank_key < best.rank_key:
-                best = cand
+            shape_best: Candidate | None = None
+            for attention_dp in _attention_modes(w, accel, tp, apn, pp):
+                replica = _Replica(w, itype, accel, target, tp, pp, ep, attention_dp)
+                found = replica.search()
+                if isinstance(found, Miss):
+                    miss = found.nearer(miss)
+                    continue
+                if found is None:
+                    continue
+                good, hi = found
+                cand = replica.candidate_at(good * replica.step, price)
+                if collect is not None:
+                    collect.append(cand)
+                    collect.extend(replica.candidate_at(u * replica.step, price) for u in range(good + 1, hi + 1))
+                if shape_best is None or _dp_attention_wins(cand, shape_best):
+                    shape_best = cand
+            if shape_best is not None and (best is None or shape_best.rank_key < best.rank_key):
+                best = shape_best
     if best is not None:
         return best
     return miss or Miss("no layout of this type fits the pins in layout:")
+
+
+def _attention_modes(w: Workload, accel: Accelerator, tp: int, apn: int, pp: int) -> tuple[bool, ...]:
+    """TP attention always; DP attention too (planner/physics/attention_dp.py) for an MLA MoE model on a
+    replica of whole nodes without PP, where the engine runs it, with no TP pin or draft model."""
+    if (attention_dp.applies(w.architecture) and tp == apn and pp == 1 and not accel.is_neuron
+            and w.serving.engine in attention_dp.ATTENTION_DP_ENGINES and w.layout.tensor_parallel is None
+            and speculation_of(w.serving) is None):
+        return (False, True)
+    return (False,)
+
+
+def _dp_attention_wins(dp: Candidate, tp: Candidate) -> bool:
+    """DP attention replaces TP attention of the same shape where it ranks first, or ties it (same price,
+    nodes and hops) at a lower inter-token latency: at low concurrency TP stays where it is faster."""
+    if dp.rank_key[:3] != tp.rank_key[:3]:
+        return dp.rank_key < tp.rank_key
+    return dp.perf.inter_token_latency_s < tp.perf.inter_token_latency_s
 
 
 def _serving_rules(w: Workload, itype: InstanceType, accel: Accelerator, target: str) -> list[int] | Miss:
@@ -130,8 +153,10 @@ class _Replica:
     """One replica shape (TP × PP × EP) on one type: how many replicas a node count holds, their memory
     and speed at the spread of requests, and the smallest node count that fits and meets the targets."""
 
-    def __init__(self, w: Workload, itype: InstanceType, accel: Accelerator, target: str, tp: int, pp: int, ep: int):
+    def __init__(self, w: Workload, itype: InstanceType, accel: Accelerator, target: str, tp: int, pp: int, ep: int,
+                 attention_dp: bool = False):
         self.w, self.itype, self.accel, self.tp, self.pp, self.ep = w, itype, accel, tp, pp, ep
+        self.attention_ranks = tp * ep if attention_dp else 1  # planner/physics/attention_dp.py
         self.neuron = accel.is_neuron
         self.usable = accel.memory_bytes * (1 - w.constraints.memory_headroom)
         self.step = pp * ep  # nodes come in whole replicas once a replica spans nodes
@@ -153,13 +178,16 @@ class _Replica:
             self.estimates[batch] = replica_estimate(w.architecture, self.accel, w.precision, s.kv_cache_precision,
                                                      self.tp, self.pp, batch, s.prompt_tokens, s.output_tokens,
                                                      self.itype, s.prefix_hit_share, self.ep, self.speculation,
-                                                     s.max_context_tokens)
+                                                     s.max_context_tokens, attention_dp=self.attention_ranks > 1)
         return self.estimates[batch]
 
     def memory_at(self, n: int):
         w, s = self.w, self.w.serving
         peak = self.spread_at(n).peak
         kv_tokens = serving_kv_tokens(s, self.neuron, peak)  # serving.kv_sizing (planner/search/kv_sizing.py)
+        if self.attention_ranks > 1:
+            return attention_dp.inference_memory(w.architecture, w.precision, s.kv_cache_precision,
+                                                 self.attention_ranks, peak, kv_tokens)
         base = inference_memory(w.architecture, w.precision, s.kv_cache_precision, self.tp, self.pp, peak, kv_tokens,
                                 self.neuron, self.ep)
         draft_weights, draft_kv = draft_memory_bytes(self.speculation, w.precision, s.kv_cache_precision, self.tp,
@@ -169,6 +197,9 @@ class _Replica:
     def fits_one_sequence(self) -> bool:
         """More nodes help memory only if a replica holding one sequence fits."""
         w, s = self.w, self.w.serving
+        if self.attention_ranks > 1:
+            return attention_dp.inference_memory(w.architecture, w.precision, s.kv_cache_precision,
+                                                 self.attention_ranks, 1, s.max_context_tokens).total <= self.usable
         return inference_memory(w.architecture, w.precision, s.kv_cache_precision, self.tp, self.pp, 1,
                                 s.max_context_tokens, self.neuron, self.ep).total <= self.usable
 
@@ -233,7 +264,8 @@ class _Replica:
                          self.memory_at(nodes), self.usable, self.estimate(spread.peak), usd_per_hour, usd_per_hour,
                          batch_per_replica=spread.peak,
                          output_tokens_per_s=aggregate_tokens_per_s(spread, self.estimate, self.neuron),
-                         sequences_in_flight=spread.in_flight, purchase=price.purchase, ep=self.ep)
+                         sequences_in_flight=spread.in_flight, purchase=price.purchase, ep=self.ep,
+                         attention_dp=self.attention_ranks)
 
 
 def node_cap_note(max_nodes: int) -> str:

@@ -49,6 +49,14 @@ class PlanLayout(BaseModel):
     compiled_batch_size: int | None = None  # Neuron: the static batch the model is compiled for
     n_positions: int | None = None  # Neuron: the static sequence length (max context) compiled for
     expert_parallel: int | None = None  # MoE: devices the routed experts are spread over (serving replica or training job)
+    # serving, MLA MoE: ranks attention runs data-parallel over within a replica, each at tensor_parallel (1) with
+    # its own sequences' latent KV cache (planner/physics/attention_dp.py); None: attention is tensor parallel
+    attention_data_parallel: int | None = None
+
+    @property
+    def devices_per_copy(self) -> int:
+        """Devices one model copy spans on its node(s): TP × PP, times the attention DP ranks."""
+        return self.tensor_parallel * self.pipeline_parallel * (self.attention_data_parallel or 1)
     pipeline_schedule: str | None = None  # training with PP > 1: 1f1b | interleaved | zb-h1 (planner/physics/pipeline_schedule.py)
     virtual_stages: int | None = None  # interleaved schedule: model chunks per device
 
