@@ -13,6 +13,7 @@ So tokens/s = tokens/step ≤ devices / (c·(1 + bubble_min) + t), whatever its 
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 from planner.physics.pipeline_schedule import bubble_fraction, schedule_options
@@ -39,3 +40,13 @@ def tokens_per_s_ceiling(arch, itype, accel, precision: str, seq: int, work, tp:
     compute, tp_part = floor
     bubble = bubble_floor(pp, arch.layers, not accel.is_neuron, microbatches)
     return tp * pp * dp / (compute * (1 + bubble) + tp_part) * (1 + ROUNDING_MARGIN)
+
+
+def degrees_ceiling(arch, itype, accel, precision: str, seq: int, work, tp: int, pp: int, dp: int, seqs: int,
+                    micro_batches: tuple[int, ...], checkpointings: tuple[str, ...], memo: dict) -> float:
+    """No layout of these (TP, PP, DP) trains faster than this: the largest ceiling over the micro-batches
+    that feed dp ranks (dp·b ≤ the global batch's sequences, m = ⌈sequences / (dp·b)⌉ as the search
+    counts them) and the recompute modes; 0 when none can."""
+    return max((tokens_per_s_ceiling(arch, itype, accel, precision, seq, work, tp, pp, dp, mb, math.ceil(seqs / (dp * mb)),
+                                     ck, memo)
+                for mb in micro_batches if dp * mb <= seqs for ck in checkpointings), default=0.0)
