@@ -12,7 +12,7 @@ from planner.hardware.catalog import Accelerator, InstanceType
 from planner.physics.expert_training import ep_options, ep_pin_miss, ep_text
 from planner.physics.memory import TrainingSetup, training_memory
 from planner.search.pricing import TypePrices
-from planner.search.step_floor import degrees_ceiling, tokens_per_s_ceiling
+from planner.search.step_floor import degrees_ceilings, tokens_per_s_ceiling
 from planner.search.tables import fit_table, memory_table
 from planner.physics.pipeline_schedule import memory_virtual_stages, schedule_options
 from planner.physics.training_time import (TrainingLayout, model_flops_per_token, step_from_parts, step_parts,
@@ -216,9 +216,11 @@ class _TrainingSearch:
         t = self.w.training
         if self.best is None or not t.deadline_hours:
             return False
-        ceiling = degrees_ceiling(self.arch, self.itype, self.accel, self.w.precision, self.setup.seq, self.work,
-                                  tp, pp, dp, self.seqs, self.mbs, self.ckpts, self.step_memo)
-        return ceiling <= 0 or t.tokens / ceiling * self.slow > t.deadline_hours * 3600
+        deadline_s, tokens, slow = t.deadline_hours * 3600, t.tokens, self.slow
+        # late at the largest ceiling ⇔ late at every one (tokens ÷ x falls as x rises, rounding included)
+        return all(tokens / ceiling * slow > deadline_s for ceiling in degrees_ceilings(
+            self.arch, self.itype, self.accel, self.w.precision, self.setup.seq, self.work, tp, pp, dp, self.seqs,
+            self.mbs, self.ckpts, self.step_memo))
 
     def price_run(self, tp: int, pp: int, dp: int, nodes: int, layout: tuple, mem, est) -> bool | None:
         """The run at its cheapest option that meets the deadline, kept if it beats the best so far."""
