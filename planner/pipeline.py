@@ -14,7 +14,6 @@ from planner.economics.storage import storage_refusal
 from planner.hardware.catalog import Catalog
 from planner.report.assemble import build_plan
 from planner.search.candidates import Candidate, Miss
-from planner.search.kv_sizing import kv_sizing_section
 from planner.search.sweep import raise_infeasible
 from planner.search.sweep import search_types as search_priced
 from planner.workload.defaults import interactive_defaults
@@ -42,6 +41,8 @@ def plan_workload(w: Workload, catalog: Catalog) -> Plan:
     plan = build_plan(w, chosen, catalog, target, feasible[1:1 + ALTERNATIVES], misses, feasible[1 + ALTERNATIVES:])
     plan.cost.ranking_rule = rule
     if w.kind == "inference":
+        from planner.search.kv_sizing import kv_sizing_section  # serving only: a training plan never loads it
+
         plan.kv_sizing, kv_warnings = kv_sizing_section(w, chosen, chosen.deploy_target or target)
         plan.warnings += kv_warnings
     if defaulted:

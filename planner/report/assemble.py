@@ -7,7 +7,6 @@ from __future__ import annotations
 from planner.physics import attention_dp
 from planner.economics.buying import purchase_reason, purchase_table, storage_section
 from planner.economics.cost import price_vintage_notes, usd_per_million_tokens
-from planner.economics.managed import compare_managed
 from planner.economics.ownership import rent_vs_buy
 from planner.economics.price_rule import one_rule_reason
 from planner.economics.provisioned import priced
@@ -107,6 +106,8 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
                 purchase_options=purchases, storage=storage_section(w, cand) if training else None,
                 rent_vs_buy=rent_vs_buy(catalog, catalog.instance(cand.itype.name), cand.nodes, purchases)))
     if serving:  # the self-hosted floor with its volumes (priced above)
+        from planner.economics.managed import compare_managed  # serving only: a training plan never loads it
+
         plan.managed = compare_managed(w, plan.cost.usd_per_hour, cand.output_tokens_per_s)
     return plan
 

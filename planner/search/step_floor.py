@@ -13,7 +13,9 @@ So tokens/s = tokens/step ≤ devices / (c·(1 + bubble_min) + t), whatever its 
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
+from typing import Iterator
 
 from planner.physics.pipeline_schedule import bubble_fraction, schedule_options
 from planner.physics.training_time import device_s_per_token_floor
@@ -39,3 +41,29 @@ def tokens_per_s_ceiling(arch, itype, accel, precision: str, seq: int, work, tp:
     compute, tp_part = floor
     bubble = bubble_floor(pp, arch.layers, not accel.is_neuron, microbatches)
     return tp * pp * dp / (compute * (1 + bubble) + tp_part) * (1 + ROUNDING_MARGIN)
+
+
+
+def degrees_ceilings(arch, itype, accel, precision: str, seq: int, work, tp: int, pp: int, dp: int, seqs: int,
+                     micro_batches: tuple[int, ...], checkpointings: tuple[str, ...], memo: dict) -> Iterator[float]:
+    """tokens_per_s_ceiling of each micro-batch that feeds dp ranks (dp·b ≤ the global batch's sequences,
+    m = ⌈sequences / (dp·b)⌉ as the search counts them) and each recompute mode, in the search's order:
+    no layout of these (TP, PP, DP) trains faster than the largest of them. Lazily: a caller that only
+    asks whether any is above a figure stops at the first."""
+    zero_bubble, devices = not accel.is_neuron, tp * pp * dp
+    for mb in micro_batches:
+        if dp * mb > seqs:
+            continue
+        bubble = bubble_floor(pp, arch.layers, zero_bubble, math.ceil(seqs / (dp * mb)))
+        for ck in checkpointings:
+            key = ("floor", tp, pp, mb, ck)  # the same memo entry tokens_per_s_ceiling keeps
+            if (floor := memo.get(key)) is None:
+                floor = memo[key] = device_s_per_token_floor(arch, itype, accel, precision, seq, work, tp, pp, mb,
+                                                             ck, memo)
+            compute, tp_part = floor
+            yield devices / (compute * (1 + bubble) + tp_part) * (1 + ROUNDING_MARGIN)
+
+
+def degrees_ceiling(*args) -> float:
+    """The largest of degrees_ceilings (its arguments); 0 when no micro-batch feeds the data-parallel ranks."""
+    return max(degrees_ceilings(*args), default=0.0)

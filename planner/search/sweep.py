@@ -10,7 +10,6 @@ from planner.hardware.catalog import Catalog, InstanceType
 from planner.hardware.units import FP4_FORMATS, HOURS_PER_MONTH, compute_precision
 from planner.search.candidates import Candidate, Miss
 from planner.search.host_memory import host_memory_miss
-from planner.search.inference import best_inference
 from planner.search.pricing import TypePrices
 from planner.search.training import best_training
 from planner.workload.errors import InfeasibleError, NearMiss
@@ -108,7 +107,7 @@ def search_types(w: Workload, catalog: Catalog, target: str, prices: Callable[[I
             continue
         sharded, device = catalog.sharded(itype)  # NeuronCores on Neuron types, GPUs elsewhere
         pool: list[Candidate] | None = [] if collect is not None else None
-        found = best_inference(w, sharded, device, next(iter(priced.book.values())), target_of, pool) \
+        found = _best_inference()(w, sharded, device, next(iter(priced.book.values())), target_of, pool) \
             if w.kind == "inference" else best_training(w, sharded, device, priced, pool)
         if pool:
             collect.extend(c for c in pool if budget is None or c.usd_per_hour * hours_of(w) <= budget)
@@ -140,3 +139,9 @@ def hours_of(w: Workload) -> float:
     return w.serving.hours_per_month if w.kind == "inference" else HOURS_PER_MONTH
 
 
+def _best_inference():
+    """The serving search, imported when a serving workload is planned: a training plan never loads it or
+    the serving physics beneath it (start-up, issue 29)."""
+    from planner.search.inference import best_inference
+
+    return best_inference

@@ -12,7 +12,7 @@ from planner.hardware.catalog import Accelerator, InstanceType
 from planner.physics.expert_training import ep_options, ep_pin_miss, ep_text
 from planner.physics.memory import TrainingSetup, training_memory
 from planner.search.pricing import TypePrices
-from planner.search.step_floor import tokens_per_s_ceiling
+from planner.search.step_floor import degrees_ceilings, tokens_per_s_ceiling
 from planner.search.tables import fit_table, memory_table
 from planner.physics.pipeline_schedule import memory_virtual_stages, schedule_options
 from planner.physics.training_time import (TrainingLayout, model_flops_per_token, step_from_parts, step_parts,
@@ -198,12 +198,29 @@ class _TrainingSearch:
                                         f"{self.fit_edge}")
             return None
         fit_key = (tp, pp, dp, ckpts, zeros, mbs, eps)
+        if fit_key not in self.fits and self.late_at_ceiling(tp, pp, dp):
+            return None  # what pricing its fastest layout would conclude, without finding that layout
         if fit_key not in self.fits:
             self.fits[fit_key] = _fastest_fit(self.arch, self.itype, self.accel, w, self.setup, self.work,
                                               self.fit_usable, tp, pp, dp, self.seqs, ckpts, zeros, mbs, self.memory, eps,
                                               self.step_memo)
         found = self.fits[fit_key]
         return None if found is None else self.price_run(tp, pp, dp, nodes, *found)
+
+    def late_at_ceiling(self, tp: int, pp: int, dp: int) -> bool:
+        """True when a best exists and even the tokens/s ceiling of these degrees (planner/search/step_floor.py)
+        misses the deadline. Then try_nodes returns None whatever their fastest layout is: it trains at most
+        that fast, so train_s ≥ tokens ÷ ceiling, and every quote takes at least train_s (on-demand, a
+        commitment and a capacity block exactly; spot train_s ÷ (1 − lost)), so price_run finds none in time
+        or a refusal (None either way), and the miss it would word is never read once a best exists."""
+        t = self.w.training
+        if self.best is None or not t.deadline_hours:
+            return False
+        deadline_s, tokens, slow = t.deadline_hours * 3600, t.tokens, self.slow
+        # late at the largest ceiling ⇔ late at every one (tokens ÷ x falls as x rises, rounding included)
+        return all(tokens / ceiling * slow > deadline_s for ceiling in degrees_ceilings(
+            self.arch, self.itype, self.accel, self.w.precision, self.setup.seq, self.work, tp, pp, dp, self.seqs,
+            self.mbs, self.ckpts, self.step_memo))
 
     def price_run(self, tp: int, pp: int, dp: int, nodes: int, layout: tuple, mem, est) -> bool | None:
         """The run at its cheapest option that meets the deadline, kept if it beats the best so far."""
