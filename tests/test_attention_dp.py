@@ -52,8 +52,11 @@ def test_high_concurrency_plans_dp_attention_on_one_node_and_says_why(catalog):
     assert (lay.tensor_parallel, lay.attention_data_parallel, lay.expert_parallel, lay.batch_per_replica) == (1, 8, 8, 256)
     assert ("attention data-parallel over 8 GPUs (TP 1 each, experts EP 8): each keeps only its own sequences' MLA "
             "latent cache, 464 sequences of 8192 tokens per replica against 85 at TP 8") in plan.choice.reason
-    pinned = plan_workload(workload(**{**_spec(256), "layout": {"tensor_parallel": 8}}), catalog)
-    assert pinned.layout.attention_data_parallel is None and pinned.choice.nodes == 2  # TP 8's KV needs 2 nodes
+    # at the estimate TP 8's KV needs 2 nodes (at the band's slow edge its ITL needs 4: 4 replicas of 64)
+    spec = _spec(256)
+    pinned = plan_workload(workload(**{**spec, "layout": {"tensor_parallel": 8},
+                                       "constraints": {**spec["constraints"], "confidence": "expected"}}), catalog)
+    assert pinned.layout.attention_data_parallel is None and pinned.choice.nodes == 2
     assert plan.cost.usd_per_hour < pinned.cost.usd_per_hour
 
 
@@ -62,7 +65,7 @@ def test_decode_at_64_sequences_is_faster_with_dp_attention(arch, catalog):
     tp = serving_estimate(r1, h200, "fp8", "fp16", 8, 1, 64, 2000, 500, p5en)
     dp = serving_estimate(r1, h200, "fp8", "fp16", 8, 1, 64, 2000, 500, p5en, attention_dp=True)
     assert dp.inter_token_latency_s < tp.inter_token_latency_s
-    assert dp.output_tokens_per_s_per_replica / tp.output_tokens_per_s_per_replica == pytest.approx(1.096, abs=0.01)
+    assert dp.output_tokens_per_s_per_replica / tp.output_tokens_per_s_per_replica == pytest.approx(1.140, abs=0.01)
     plan = plan_workload(workload(**_spec(64)), catalog)
     assert plan.layout.attention_data_parallel == 8 and plan.choice.nodes == 1
 

@@ -47,11 +47,11 @@ def test_a_fine_tune_is_a_cost_per_run_not_730_hours(tmp_path):
     result = _cost(_head(tmp_path, 2.0e8))
     assert result.exit_code == 0, result.output
     row = next(line for line in result.output.splitlines() if line.startswith("| `finetune-8b`"))
-    # $22.24 of instances and $0.20 of its 200 GiB gp3 root volume for the 11.95 h run (issue 27, item 2; hours
+    # $22.00 of instances and $0.20 of its 200 GiB gp3 root volume for the 11.82 h run (issue 27, item 2; hours
     # with the LoRA adapters' traffic, issue 25)
     assert "$22/run" in row and "1,359" not in row
     # serving total as in golden/cost_head_unchanged.md (moved by the merged model)
-    assert "Cost unchanged: serving $84,238/month · training runs $22" in result.output
+    assert "Cost unchanged: serving $59,456/month · training runs $22" in result.output
 
 
 def test_a_longer_run_is_a_changed_training_cost(tmp_path):
@@ -63,7 +63,7 @@ def test_a_longer_run_is_a_changed_training_cost(tmp_path):
     assert row["change_percent"] == pytest.approx(100.0, abs=1.0)
     assert data["serving_usd_per_month"]["change"] == 0
     training = data["training_usd_per_run"]
-    assert training["base"] == pytest.approx(22.44, abs=0.01)  # 11.95 h × $1.8613/h + $0.20 root volume (adapter traffic)
+    assert training["base"] == pytest.approx(22.20, abs=0.01)  # 11.82 h × $1.8613/h + $0.20 root volume (adapter traffic)
     assert training["change"] == pytest.approx(training["head"] - training["base"])
     assert training["change_percent"] == pytest.approx(100.0, abs=1.0)
     assert "before_usd_per_month" not in data  # no total that adds a run to 730 hours of serving

@@ -111,7 +111,10 @@ def test_moe_training_nodes_get_the_ep_degree(catalog):
 
 # Serving on types SageMaker does not host: deploy_target auto puts them on EC2 (components/ec2_inference.py).
 G6F_SERVING = {"name": "svc", "kind": "inference", "model": {"preset": "qwen3-8b"}, "precision": "int4",
-               "serving": {"concurrent_requests": 2, "max_context_tokens": 2048}, "constraints": {"families": ["g6f"]}}
+               "serving": {"concurrent_requests": 2, "max_context_tokens": 2048, "max_inter_token_latency_ms": 120},
+               # one g6f.4xlarge (half an L4) runs it at 85 ms per token; at the 80% band's slow edge that is
+               # 115 ms, over the 100 ms interactive default, hence the stated target
+               "constraints": {"families": ["g6f"]}}
 
 
 def _gb200_serving() -> dict:

@@ -18,7 +18,8 @@ from tests.golden_files import assert_golden
 EXAMPLE = ROOT / "examples" / "workloads.yaml"
 CHAT = {"kind": "inference", "model": {"preset": "llama-3.1-70b"},
         "serving": {"max_context_tokens": 8192, "prompt_tokens": 1024, "output_tokens": 256, "concurrent_requests": 32,
-                    "max_inter_token_latency_ms": 50}}
+                    "max_inter_token_latency_ms": 50},
+        "constraints": {"confidence": "expected"}}  # judged on the estimates the frontier plots, as TRAIN below
 TRAIN = {"kind": "training", "model": {"preset": "llama-3-8b"},
          "training": {"tokens": 2e11, "sequence_length": 4096, "deadline_hours": 720},
          # the frontier's values are expected estimates: the plan is judged on them too, not at the `likely` edge

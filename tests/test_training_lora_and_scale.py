@@ -37,7 +37,7 @@ def test_adapter_bytes_by_hand(arch):
     assert adapter_bytes_per_token(a, "full") - adapter_bytes_per_token(a, "none") == 2 * 32 * (38912 + 6 * 43008)
 
 
-@pytest.mark.parametrize("method, mfu", [("lora", 0.462), ("qlora", 0.426)])
+@pytest.mark.parametrize("method, mfu", [("lora", 0.468), ("qlora", 0.389)])
 def test_lora_on_one_l40s_is_not_planned_near_sixty_percent_mfu(method, mfu, tmp_path):
     """The issue's case: LoRA and QLoRA on one L40S were planned at 58.5% and 53.1% MFU; the
     adapters' unfused kernels move ~42 MB per token through 864 GB/s of HBM."""
@@ -56,9 +56,9 @@ def test_torchtune_lora_against_full_training_on_one_a100(catalog):
 
 def test_a_tensor_parallel_group_wider_than_a_node_pays_the_nics(catalog):
     """nanotron's 80B at TP 16 on 64 p5 nodes (17.8% MFU published): its per-layer all-reduces
-    cross EFA, not NVLink; predicted 272 TFLOP/s per GPU before, 236 now at the merged refit (176 published)."""
+    cross EFA, not NVLink; predicted 272 TFLOP/s per GPU before, 235 now at the issue-28 refit (176 published)."""
     row = next(r for r in rs.sources()["nanotron-benchmark-summary"]["rows"] if r["id"] == "nanotron-80p0b-64node")
-    assert rs.predict(catalog, row)[2].achieved_tflops_per_device == pytest.approx(236.5, abs=1.0)
+    assert rs.predict(catalog, row)[2].achieved_tflops_per_device == pytest.approx(235.0, abs=1.0)
 
 
 def test_zero3_at_a_fixed_global_batch_loses_three_times_its_throughput_by_1536_gpus(catalog, arch):
