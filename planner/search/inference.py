@@ -91,8 +91,8 @@ def best_inference(w: Workload, itype: InstanceType, accel: Accelerator, price: 
             if (pp > 1 or ep > 1) and not spans_nodes:
                 continue  # a replica spans nodes only on EC2, with full nodes and a network between them
             shape_best: Candidate | None = None
-            for attention_dp in _attention_modes(w, accel, tp, apn, pp):
-                replica = _Replica(w, itype, accel, target, tp, pp, ep, attention_dp)
+            for dp_attention in _attention_modes(w, accel, tp, apn, pp):
+                replica = _Replica(w, itype, accel, target, tp, pp, ep, dp_attention)
                 found = replica.search()
                 if isinstance(found, Miss):
                     miss = found.nearer(miss)
