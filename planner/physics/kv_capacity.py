@@ -25,12 +25,16 @@ ENGINE_MEMORY_SHARE = 0.9
 
 
 def resident_sequences(arch: Architecture, accel: Accelerator, precision: str, kv_precision: str, tp: int,
-                       context_tokens: int) -> int:
+                       context_tokens: int, memory_share: float = ENGINE_MEMORY_SHARE,
+                       free_fraction: float = 1.0) -> int:
     """Sequences of `context_tokens` whose KV fits beside the weights, workspace and runtime (≥ 1: an
-    engine that cannot hold one sequence does not start, and the published run did)."""
+    engine that cannot hold one sequence does not start, and the published run did). Engines state the
+    pool two ways: vLLM as a share of the whole memory (`memory_share`, gpu_memory_utilization),
+    TensorRT-LLM as a share of what is free once the model is loaded (`free_fraction`,
+    kv_cache_free_gpu_mem_fraction)."""
     one = inference_memory(arch, precision, kv_precision, tp, 1, 1, context_tokens)
-    free = accel.memory_bytes * ENGINE_MEMORY_SHARE - (one.total - one.kv_cache)
-    return max(1, math.floor(free / one.kv_cache)) if one.kv_cache > 0 else 1 << 30
+    free = accel.memory_bytes * memory_share - (one.total - one.kv_cache)
+    return max(1, math.floor(free * free_fraction / one.kv_cache)) if one.kv_cache > 0 else 1 << 30
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ import math
 from dataclasses import dataclass
 
 from planner.hardware.catalog import Accelerator, InstanceType
-from planner.physics.memory import inference_memory
+from planner.physics.kv_capacity import resident_sequences
 from planner.physics.performance import decode_step, prefill_s
 from planner.workload.presets import Architecture
 
@@ -46,9 +46,8 @@ def kv_pool_sequences(arch: Architecture, accel: Accelerator, precision: str, kv
     """Sequences of `context_tokens` whose KV fits the pool an engine carves out of the memory left
     free once weights, workspace and runtime are loaded (TensorRT-LLM's kv_cache_free_gpu_mem_fraction
     is a share of that free memory, KvCacheConfig docs). At least 1: the published run started."""
-    one = inference_memory(arch, precision, kv_precision, tp, 1, 1, context_tokens)
-    free = accel.memory_bytes - (one.total - one.kv_cache)
-    return max(1, math.floor(free * free_memory_fraction / one.kv_cache)) if one.kv_cache > 0 else 1 << 30
+    return resident_sequences(arch, accel, precision, kv_precision, tp, context_tokens, memory_share=1.0,
+                              free_fraction=free_memory_fraction)
 
 
 @dataclass(frozen=True)
