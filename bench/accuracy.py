@@ -6,6 +6,7 @@
                                              # when no fitted constant enters it: peak memory)
     python bench/accuracy.py --only B200,Trainium2   # LOSO on the sources with rows on these parts only
     python bench/accuracy.py --only serving  # only the sources and rows of serving metrics (faster)
+    GPUPLAN_BENCH_WORKERS=1 python bench/accuracy.py   # one fold at a time (default: one process per core)
 
 Each source (one paper, code base or vendor table) is predicted with the constants of
 planner/physics/efficiency.py refitted by bench/calibrate.py on every OTHER source: a constant is never
@@ -17,8 +18,11 @@ generalisation. Targets (issue 25, LOSO): training â‰¤ 10%, serving throughput â
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import statistics
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -50,17 +54,30 @@ def loso_rows(only: tuple[str, ...] = (), metrics: tuple[str, ...] = METRICS) ->
     for r in all_rows(catalog):
         if (not only or r.accelerator in only) and r.metric in metrics:
             platforms.setdefault(r.source, set()).add(r.platform)
-    out: list[Row] = []
-    for source in sorted(platforms):
-        # A GPU source's rows depend on GPU constants only; a Neuron source's GPU constants are
-        # the committed ones (fitted on GPU rows, none of which it has), so only its platform refits.
-        with calibrate.restored():
-            calibrate.fit(without=source, platforms=tuple(sorted(platforms[source])))
-            out += [r for r in all_rows(catalog) if r.source == source and (not only or r.accelerator in only)
-                    and r.metric in metrics]
+    folds = [(source, tuple(sorted(platforms[source])), only, metrics) for source in sorted(platforms)]
+    # One fit per held-out source, independent of each other: spread over the cores (each worker process
+    # has its own copy of the constants, so the folds cannot see each other's fits).
+    workers = int(os.environ.get("GPUPLAN_BENCH_WORKERS", os.cpu_count() or 1))
+    if workers > 1:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            out = [r for rows in pool.map(_fold, folds) for r in rows]
+    else:
+        out = [r for fold in folds for r in _fold(fold)]
     if only:
         return tuple(out)
     return tuple(out) + tuple(r for r in compared_without_constants(catalog) if r.metric in metrics)
+
+
+def _fold(fold: tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]) -> list[Row]:
+    """The rows of one source, predicted with the constants fitted on every other source. A GPU source's
+    rows depend on GPU constants only; a Neuron source's GPU constants are the committed ones (fitted on GPU
+    rows, none of which it has), so only its platform refits."""
+    source, platforms, only, metrics = fold
+    catalog = bundled()
+    with calibrate.restored():
+        calibrate.fit(without=source, platforms=platforms)
+        return [r for r in all_rows(catalog) if r.source == source and (not only or r.accelerator in only)
+                and r.metric in metrics]
 
 
 def compared_without_constants(catalog) -> list[Row]:
