@@ -106,3 +106,33 @@ def test_published_cp_rows_are_compared(catalog):
     assert any(rs.why_not(v, catalog) is None for v in rs.as_planned(cp16))
     # expert parallelism stays out
     assert rs.why_not({**rows[0], "ep": 2}, catalog) == "expert parallelism is not modelled"
+
+
+def test_cp_travels_to_the_tags_the_gate_rechecks_and_to_the_nodes(catalog):
+    """The deploy-time gate recomputes memory from the tags: without cp it would size a CP 16 plan as if
+    each rank held the whole 131,072-token sequence and block a plan that fits. The nodes get the degree."""
+    from components.training import user_data
+    from planner.report.tags import plan_tags, read_tags, required_memory
+    from policies.facts import TRAINING_EXPORTS
+
+    spec = workload(kind="training", model={"preset": "llama-3.1-405b"},
+                    training={"tokens": 1e11, "sequence_length": 131072, "global_batch_tokens": 16 * 2**20},
+                    constraints={"instance_types": ["p5.48xlarge"], "max_nodes": 2048})
+    plan = plan_workload(spec, catalog)
+    cp = plan.layout.context_parallel
+    assert cp > 1
+    tags = plan_tags(plan, spec)
+    assert f"cp={cp}" in tags["gpuplan:layout"].split()
+    need = required_memory(read_tags(tags), catalog, plan.choice.instance_type)
+    assert need.total <= plan.memory.usable_per_device_bytes
+    lay = plan.layout
+    whole = training_memory(read_tags(tags).architecture, TrainingSetup("full", "bf16", "adamw", "auto", 16, 131072),
+                            lay.tensor_parallel, lay.pipeline_parallel, lay.data_parallel, lay.zero_stage,
+                            lay.micro_batch, lay.microbatches, lay.activation_checkpointing, True)
+    assert need.activations == pytest.approx(whole.activations / cp)
+    script = user_data(plan, catalog.instance(plan.choice.instance_type), "c")
+    assert f"GPUPLAN_CP={cp}" in script.splitlines() and TRAINING_EXPORTS["GPUPLAN_CP"] == "cp"
+    # a short-sequence plan's tags and user data stay as they were (no cp=1 written)
+    short = plan_workload(workload(kind="training", model={"preset": "llama-3.1-8b"},
+                                   training={"tokens": 1e9, "sequence_length": 8192, "global_batch_tokens": 4e6}), catalog)
+    assert "cp=" not in plan_tags(short, spec)["gpuplan:layout"]
