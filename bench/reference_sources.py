@@ -3,7 +3,7 @@
 
 A row is compared only when the planner models what it ran; the rest are counted with the reason
 (`skipped()`), never silently dropped: an accelerator outside the catalog (the 96 GB / 500 W H100 of
-torchtitan's tables is not the catalog's SXM part), context or expert parallelism, a pipeline run
+torchtitan's tables is not the catalog's SXM part), expert parallelism, a pipeline run
 whose global batch is not stated. Measurements, in order of preference: tokens/s per GPU (converted
 with the planner's own 6N + 12·L·h·s FLOPs per token, so the comparison is tokens/s); else the
 source's MFU times the catalog's dense BF16 peak (the sources state MFU against BF16 peak).
@@ -62,8 +62,8 @@ def why_not(row: dict, catalog: Catalog) -> str | None:
     """Why the planner cannot reproduce this training row, or None when it can."""
     if row.get("accelerator") not in INSTANCE_FOR:
         return f"accelerator {row.get('accelerator')!r} not in the catalog"
-    if (row.get("cp") or 1) > 1 or (row.get("ep") or 1) > 1:
-        return "context or expert parallelism is not modelled"
+    if (row.get("ep") or 1) > 1:  # context parallelism (cp) is: planner/physics/context_parallel.py
+        return "expert parallelism is not modelled"
     if not (row.get("tokens_per_s_per_gpu") or row.get("mfu_pct") or (row.get("step_time_s") and row.get("global_batch"))):
         return "no throughput published"
     if not all(isinstance(row.get(k), int) for k in ("tp", "pp", "dp", "gpus", "micro_batch", "seq")):
@@ -77,8 +77,8 @@ def why_not(row: dict, catalog: Catalog) -> str | None:
             _architecture(row)
         except ValueError:
             return "architecture incomplete in the source"
-    if row["tp"] * row["pp"] * row["dp"] != row["gpus"]:
-        return "tp × pp × dp differs from the GPU count"
+    if row["tp"] * row["pp"] * row["dp"] * (row.get("cp") or 1) != row["gpus"]:
+        return "tp × pp × dp × cp differs from the GPU count"
     return None
 
 
@@ -136,7 +136,7 @@ def peak_memory_bytes(catalog: Catalog, row: dict) -> float:
     t = memory_inputs(catalog, row)
     return training_memory(t["arch"], t["setup"], row["tp"], row["pp"], t["dp"], t["zero"], t["mb"],
                            t["microbatches"], t["checkpointing"], t["accel"].supports.flash_attention,
-                           row.get("virtual_stages") or 1).total
+                           row.get("virtual_stages") or 1, cp=row.get("cp") or 1).total
 
 
 UNSTATED_RECOMPUTE = ("none", "selective", "full")  # planner/search/training.py CHECKPOINTING
@@ -176,10 +176,11 @@ def predict(catalog: Catalog, row: dict):
     choice (the fastest of its options)."""
     t = training_inputs(catalog, row)
     arch, accel, setup, dp, zero = t["arch"], t["accel"], t["setup"], t["dp"], t["zero"]
-    state = sum(training_model_states(arch, setup, row["tp"], row["pp"], dp, zero))
+    cp = row.get("cp") or 1  # the DP × CP ranks shard the states (planner/physics/context_parallel.py)
+    state = sum(training_model_states(arch, setup, row["tp"], row["pp"], dp * cp, zero))
     estimates = [training_step(arch, t["itype"], accel, t["precision"], row["seq"],
                                TrainingLayout(row["tp"], row["pp"], dp, zero, t["mb"], t["microbatches"],
-                                              t["checkpointing"], schedule, v), state, training_work(arch, setup))
+                                              t["checkpointing"], schedule, v, cp=cp), state, training_work(arch, setup))
                  for schedule, v in stated_schedules(row, arch.layers)]
     return arch, accel, max(estimates, key=lambda e: e.tokens_per_s)
 

@@ -178,6 +178,8 @@ def user_data(plan: Plan, instance: InstanceType, cluster: str, fsx: tuple[str, 
            "GPUPLAN_TP": lay.tensor_parallel, "GPUPLAN_PP": lay.pipeline_parallel, "GPUPLAN_DP": lay.data_parallel,
            "GPUPLAN_ZERO_STAGE": lay.zero_stage, "GPUPLAN_MICRO_BATCH": lay.micro_batch,
            "GPUPLAN_HOSTFILE": "/etc/gpuplan/hostfile", "NCCL_SOCKET_IFNAME": "^lo,docker", "NCCL_DEBUG": "WARN"}
+    if lay.context_parallel > 1:  # Megatron-Core --context-parallel-size: the sequence split over CP ranks
+        layout["context_parallel"] = env["GPUPLAN_CP"] = lay.context_parallel
     if lay.expert_parallel and lay.expert_parallel > lay.tensor_parallel:  # MoE: EP degree in DP ranks (Megatron-Core)
         layout["expert_parallel"] = env["GPUPLAN_EP"] = lay.expert_parallel // lay.tensor_parallel
     if plan.choice.accelerator in settings.LOGICAL_NC_CONFIG:  # NxD Training compiles for the runtime's LNC

@@ -20,7 +20,7 @@ from policies.resources import (ASG, ENDPOINT_CONFIGS, LAUNCH_TEMPLATE, NATIVE_S
 MODELS = (SAGEMAKER_MODEL, NATIVE_SAGEMAKER_MODEL)
 DTYPES = {"fp16": "fp16", "float16": "fp16", "bf16": "bf16", "bfloat16": "bf16", "fp32": "fp32", "float32": "fp32"}
 # user-data export → layout tag key (components/training.py writes these)
-TRAINING_EXPORTS = {"GPUPLAN_NNODES": "nodes", "GPUPLAN_TP": "tp", "GPUPLAN_PP": "pp", "GPUPLAN_DP": "dp",
+TRAINING_EXPORTS = {"GPUPLAN_NNODES": "nodes", "GPUPLAN_TP": "tp", "GPUPLAN_PP": "pp", "GPUPLAN_DP": "dp", "GPUPLAN_CP": "cp",
                     "GPUPLAN_ZERO_STAGE": "zero", "GPUPLAN_MICRO_BATCH": "mb"}
 
 

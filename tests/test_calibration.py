@@ -27,7 +27,7 @@ def test_rows_the_planner_cannot_reproduce_are_counted_not_hidden(catalog):
     GPUs): dropped as implausible; every other row not compared has a stated reason."""
     assert implausible(catalog) == ["torchtune-l31-70b-full-8xa100", "torchtune-l31-70b-lora-8xa100",
                                     "torchtune-l31-405b-qlora-8xa100"]
-    assert set(skipped(catalog)) <= {"accelerator 'other' not in the catalog", "context or expert parallelism is not modelled",
+    assert set(skipped(catalog)) <= {"accelerator 'other' not in the catalog", "expert parallelism is not modelled",
                                      "no throughput published", "architecture incomplete in the source",
                                      "layout (tp, pp, dp, micro-batch, sequence) not fully stated",
                                      "pipeline run without its global batch", "no fixed concurrency (offline or open-loop load)",

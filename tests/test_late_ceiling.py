@@ -40,11 +40,12 @@ def test_the_ceiling_is_above_every_fastest_layout(monkeypatch):
     seen: list[tuple[float, float]] = []
     real = st._fastest_fit
 
-    def checked(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, ckpts, zeros, mbs, memory, eps, memo):
-        found = real(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, ckpts, zeros, mbs, memory, eps, memo)
+    def checked(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, ckpts, zeros, mbs, memory, eps, memo, cp=1):
+        found = real(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, ckpts, zeros, mbs, memory, eps, memo,
+                     cp)
         if found is not None:
             seen.append((found[2].tokens_per_s, degrees_ceiling(arch, itype, accel, w.precision, setup.seq, work,
-                                                                tp, pp, dp, seqs, mbs, ckpts, memo)))
+                                                                tp, pp, dp, seqs, mbs, ckpts, memo, cp)))
         return found
 
     monkeypatch.setattr(st, "_fastest_fit", checked)

@@ -303,12 +303,16 @@ def training_model_states(arch: Architecture, setup: TrainingSetup, tp: int, pp:
 
 def training_memory(arch: Architecture, setup: TrainingSetup, tp: int, pp: int, dp: int, zero: int,
                     micro_batch: int, microbatches: int, checkpointing: str, flash_attention: bool,
-                    virtual_stages: int = 1, neuron: bool = False, ep: int = 1) -> MemoryBreakdown:
+                    virtual_stages: int = 1, neuron: bool = False, ep: int = 1, cp: int = 1) -> MemoryBreakdown:
     """Per-device training memory on the busiest (first) pipeline stage.
 
     Under 1F1B the first stage keeps min(pp, microbatches) micro-batches of its L/pp layers in flight,
     i.e. about L layers' worth; the interleaved schedule adds (1 + (p-1)/(p·v)) (Korthikanti §4.2.3).
+    Context parallelism (planner/physics/context_parallel.py): a rank keeps the activations and logits of
+    seq/cp tokens, and the cp ranks, which replicate the weights, shard ZeRO states with the dp ones.
     """
+    dp *= cp  # the DP × CP group holds and shards the model states (Megatron data_parallel_group_with_cp)
+    seq = setup.seq // cp
     weights, grads, optimizer = training_model_states(arch, setup, tp, pp, dp, zero, ep)
     if setup.optimizer_in_backward and setup.method == "full":  # one block's gradients (TrainingSetup)
         block_params = (arch.params - arch.embedding_params) / arch.layers / tp
@@ -318,14 +322,14 @@ def training_memory(arch: Architecture, setup: TrainingSetup, tp: int, pp: int, 
         gathered, unsharded_grads = zero3_working_set(arch, setup, tp, ep)
         weights += gathered
         grads += unsharded_grads
-    per_layer = activation_bytes_per_layer(setup.seq, micro_batch, arch, tp, checkpointing, flash_attention)
+    per_layer = activation_bytes_per_layer(seq, micro_batch, arch, tp, checkpointing, flash_attention)
     in_flight = min(pp, microbatches)
     layers_here = math.ceil(arch.layers / pp)
     activations = per_layer * layers_here * in_flight
     if pp > 1 and virtual_stages > 1:
         activations *= 1 + (pp - 1) / (pp * virtual_stages)
     if checkpointing == "full":  # one layer's full working set during its recomputation
-        activations += activation_bytes_per_layer(setup.seq, micro_batch, arch, tp, "none", flash_attention)
-    logits = setup.seq * micro_batch * arch.vocab_size / tp * logit_bytes_per_token_entry(setup.loss_chunks)
+        activations += activation_bytes_per_layer(seq, micro_batch, arch, tp, "none", flash_attention)
+    logits = seq * micro_batch * arch.vocab_size / tp * logit_bytes_per_token_entry(setup.loss_chunks)
     return MemoryBreakdown(weights=weights, activations=activations + logits, gradients=grads,
                            optimizer=optimizer, overhead=runtime_overhead_bytes(tp * pp * dp, neuron))

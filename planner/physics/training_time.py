@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 from planner.physics import efficiency
 from planner.hardware.catalog import Accelerator, InstanceType
+from planner.physics.context_parallel import cp_step_s
 from planner.physics.collectives import group_collective_s, inter_node_bytes_per_s, intra_node_bytes_per_s, ring_s
 from planner.physics.expert_training import all_to_all_step_s, expert_weight_traffic_s, expert_work
 from planner.physics.gemm_shape import layer_gemm_factor
@@ -32,6 +33,7 @@ class TrainingLayout:
     schedule: str = "1f1b"  # planner.physics.pipeline_schedule.SCHEDULES
     virtual_stages: int = 1  # model chunks per device under the interleaved schedule
     ep: int = 1  # MoE: DP ranks the routed experts are split over (planner/physics/expert_training.py)
+    cp: int = 1  # context parallelism: ranks each sequence is split over (planner/physics/context_parallel.py)
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,7 @@ def _matmul_s_per_token(arch: Architecture, accel: Accelerator, precision: str, 
     gemm = efficiency.gemm_efficiency(accel)
     linear_precision = compute_precision(precision)
     attention_precision = "bf16" if linear_precision == "fp8" else linear_precision
-    shape = layer_gemm_factor(arch, seq * layout.micro_batch, layout.tp, accel, accel.peak_flops(linear_precision),
+    shape = layer_gemm_factor(arch, seq * layout.micro_batch // layout.cp, layout.tp, accel, accel.peak_flops(linear_precision),
                               1 if linear_precision == "fp8" else 2)
     linear_efficiency = shape * gemm * (efficiency.FP8_GEMM_EFFICIENCY_FACTOR if linear_precision == "fp8" else 1.0)
     extra_linear, extra_attention = recompute_flops_per_token(arch, seq, checkpointing)
@@ -202,6 +204,7 @@ class StepParts:
     dp_s: float
     ep_s: float
     flops_per_token: float  # model_flops_per_token: MFU's numerator
+    cp_s: float = 0.0  # exposed context-parallel ring time (planner/physics/context_parallel.py)
 
 
 def step_parts(arch: Architecture, itype: InstanceType, accel: Accelerator, precision: str, seq: int,
@@ -212,14 +215,15 @@ def step_parts(arch: Architecture, itype: InstanceType, accel: Accelerator, prec
     a kept piece is the very float a new evaluation would give)."""
     memo = {} if memo is None else memo
     tp, pp, dp, m, b, ck = layout.tp, layout.pp, layout.dp, layout.microbatches, layout.micro_batch, layout.checkpointing
-    devices = tp * pp * dp
+    cp = layout.cp  # each rank of a CP group runs seq/cp tokens of every sequence (context_parallel.py)
+    devices = tp * pp * dp * cp
     tokens = m * b * dp * seq
     peak, bandwidth, intra, flops_per_token = _fixed(arch, accel, precision, seq, work, memo)
-    matmul_s = tokens / devices * _matmul_per_token_memo(arch, accel, precision, work, seq, tp, b, ck, memo)  # _matmul_s
+    matmul_s = tokens / devices * _matmul_per_token_memo(arch, accel, precision, work, seq, tp, b, ck, memo, cp)
     passes = 4 / 3 if ck == "full" else 1.0
     nonmatmul_s = passes * efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN * arch.layers * arch.hidden_size * tokens / devices / bandwidth
-    experts_s = expert_weight_traffic_s(arch, accel, compute_precision(precision), work, tp, pp, layout.ep, b, m, seq,
-                                        ck)
+    experts_s = expert_weight_traffic_s(arch, accel, compute_precision(precision), work, tp, pp, layout.ep, b, m,
+                                        seq // cp, ck)
     adapters_s = adapter_traffic_s(arch, work.method, ck, tokens / devices,
                                    efficiency.effective_bandwidth(accel, "bf16"))
     compute_s = matmul_s + nonmatmul_s + _dequantise_s(work, accel, layout) + experts_s + adapters_s
@@ -227,16 +231,25 @@ def step_parts(arch: Architecture, itype: InstanceType, accel: Accelerator, prec
     apn = itype.accelerators_per_node
     # TP: 4 all-reduces of s·b·h activations per layer per micro-batch (2 forward, 2 backward), +2 on recompute.
     reduces = 4 + (2 if ck == "full" else 0)
-    tp_s = m * math.ceil(arch.layers / pp) * reduces * _tp_reduce_s(arch, itype, accel, seq, tp, b, intra, memo)
+    tp_s = m * math.ceil(arch.layers / pp) * reduces * _tp_reduce_s(arch, itype, accel, seq, tp, b, intra, memo, cp)
     # PP: activations cross stage boundaries over the NICs once stages span nodes (step_from_parts).
-    pp_link = inter_node_bytes_per_s(itype) if tp * dp * pp > apn else intra
-    traffic_key = ("dp", tp, pp, dp, layout.zero, layout.ep)
-    if dp > 1 and (traffic := memo.get(traffic_key)) is None:
-        traffic = memo[traffic_key] = _dp_traffic_s(work, itype, accel, layout, arch)
-    dp_s = _data_parallel_s(work, itype, accel, layout, compute_s, arch, traffic if dp > 1 else None)
-    ep_s = all_to_all_step_s(arch, itype, accel, tp, pp, layout.ep, b, m, seq, ck)
+    pp_link = inter_node_bytes_per_s(itype) if devices > apn else intra
+    # gradients reduce over the DP × CP ranks, which all hold the same weights (context_parallel.py)
+    grads_layout = replace(layout, dp=dp * cp, cp=1) if cp > 1 else layout
+    traffic_key = ("dp", tp, pp, dp * cp, layout.zero, layout.ep)
+    if dp * cp > 1 and (traffic := memo.get(traffic_key)) is None:
+        traffic = memo[traffic_key] = _dp_traffic_s(work, itype, accel, grads_layout, arch)
+    dp_s = _data_parallel_s(work, itype, accel, grads_layout, compute_s, arch, traffic if dp * cp > 1 else None)
+    ep_s = all_to_all_step_s(arch, itype, accel, tp, pp, layout.ep, b, m, seq // cp, ck)
+    cp_s = cp_step_s(arch, itype, accel, seq, tp, pp, cp, b, m, ck, _attention_flops_per_s(accel, precision)) if cp > 1 else 0.0
     return StepParts(devices, tokens, peak, bandwidth, matmul_s, nonmatmul_s, experts_s, adapters_s, compute_s, tp_s,
-                     pp_link, dp_s, ep_s, flops_per_token)
+                     pp_link, dp_s, ep_s, flops_per_token, cp_s)
+
+
+def _attention_flops_per_s(accel: Accelerator, precision: str) -> float:
+    """The attention core's rate, as _matmul_s_per_token charges it: 16-bit (FP8 training too) at the GEMM share."""
+    linear = compute_precision(precision)
+    return accel.peak_flops("bf16" if linear == "fp8" else linear) * efficiency.gemm_efficiency(accel)
 
 
 def _fixed(arch: Architecture, accel: Accelerator, precision: str, seq: int, work: TrainingWork,
@@ -249,42 +262,43 @@ def _fixed(arch: Architecture, accel: Accelerator, precision: str, seq: int, wor
 
 
 def _matmul_per_token_memo(arch: Architecture, accel: Accelerator, precision: str, work: TrainingWork, seq: int,
-                           tp: int, micro_batch: int, checkpointing: str, memo: dict) -> float:
-    key = ("matmul", tp, micro_batch, checkpointing)
+                           tp: int, micro_batch: int, checkpointing: str, memo: dict, cp: int = 1) -> float:
+    key = ("matmul", tp, micro_batch, checkpointing, cp)
     if (per_token_s := memo.get(key)) is None:
-        layout = TrainingLayout(tp, 1, 1, 0, micro_batch, 1, checkpointing)  # the fields it reads: TP, micro-batch, recompute
+        # the fields it reads: TP, micro-batch, recompute, CP
+        layout = TrainingLayout(tp, 1, 1, 0, micro_batch, 1, checkpointing, cp=cp)
         per_token_s = memo[key] = _matmul_s_per_token(arch, accel, precision, work.method, seq, layout)
     return per_token_s
 
 
 def _tp_reduce_s(arch: Architecture, itype: InstanceType, accel: Accelerator, seq: int, tp: int, micro_batch: int,
-                 intra: float, memo: dict) -> float:
-    """One TP all-reduce of a micro-batch's s·b·h activations. A TP group wider than the node (published
+                 intra: float, memo: dict, cp: int = 1) -> float:
+    """One TP all-reduce of a micro-batch's (s/cp)·b·h activations. A TP group wider than the node (published
     runs only: the search keeps TP inside it) all-reduces over the NICs too (planner/physics/collectives.py)."""
-    if (reduce_s := memo.get(("tp", tp, micro_batch))) is None:
-        activation_bytes = seq * micro_batch * arch.hidden_size * 2
+    if (reduce_s := memo.get(("tp", tp, micro_batch, cp))) is None:
+        activation_bytes = seq // cp * micro_batch * arch.hidden_size * 2
         apn = itype.accelerators_per_node
-        reduce_s = memo["tp", tp, micro_batch] = (ring_s(activation_bytes, tp, intra, accel=accel) if tp <= apn
+        reduce_s = memo["tp", tp, micro_batch, cp] = (ring_s(activation_bytes, tp, intra, accel=accel) if tp <= apn
                                                   else group_collective_s(activation_bytes, tp, apn, accel, itype))
     return reduce_s
 
 
 def device_s_per_token_floor(arch: Architecture, itype: InstanceType, accel: Accelerator, precision: str, seq: int,
                              work: TrainingWork, tp: int, pp: int, micro_batch: int, checkpointing: str,
-                             memo: dict) -> tuple[float, float]:
+                             memo: dict, cp: int = 1) -> tuple[float, float]:
     """(compute, TP) device-seconds per token that any layout of this TP, PP, micro-batch and recompute is at
     least charged by step_parts, whatever its DP, ZeRO, EP or schedule. With tokens = m·b·dp·s and devices
-    = tp·pp·dp: compute_s = tokens/devices × (matmul + non-matmul per token) + experts, adapters and
-    dequantisation (each ≥ 0); tp_s = m·⌈L/pp⌉·reduces·r = tokens/devices × tp·pp·⌈L/pp⌉·reduces·r / (b·s).
+    = tp·pp·dp·cp: compute_s = tokens/devices × (matmul + non-matmul per token) + experts, adapters and
+    dequantisation (each ≥ 0); tp_s = m·⌈L/pp⌉·reduces·r = tokens/devices × tp·pp·cp·⌈L/pp⌉·reduces·r / (b·s).
     A step is compute × (1 + bubble) + tp_s + terms ≥ 0 (step_from_parts): the search's run floor
     (planner/search/run_floor.py)."""
     _, bandwidth, intra, _ = _fixed(arch, accel, precision, seq, work, memo)
-    matmul = _matmul_per_token_memo(arch, accel, precision, work, seq, tp, micro_batch, checkpointing, memo)
+    matmul = _matmul_per_token_memo(arch, accel, precision, work, seq, tp, micro_batch, checkpointing, memo, cp)
     passes = 4 / 3 if checkpointing == "full" else 1.0
     nonmatmul = passes * efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN * arch.layers * arch.hidden_size / bandwidth
     reduces = 4 + (2 if checkpointing == "full" else 0)
-    tp_reduce_s = _tp_reduce_s(arch, itype, accel, seq, tp, micro_batch, intra, memo)
-    return matmul + nonmatmul, tp * pp * math.ceil(arch.layers / pp) * reduces * tp_reduce_s / (micro_batch * seq)
+    tp_reduce_s = _tp_reduce_s(arch, itype, accel, seq, tp, micro_batch, intra, memo, cp)
+    return matmul + nonmatmul, tp * pp * cp * math.ceil(arch.layers / pp) * reduces * tp_reduce_s / (micro_batch * seq)
 
 
 def step_from_parts(parts: StepParts, arch: Architecture, seq: int, layout: TrainingLayout,
@@ -296,11 +310,11 @@ def step_from_parts(parts: StepParts, arch: Architecture, seq: int, layout: Trai
     # PP: activations cross each stage boundary forward and back (v times as many boundaries when
     # interleaved).
     crossings = 2 * m * p2p_factor(layout.schedule, layout.virtual_stages)
-    pp_s = crossings * seq * b * arch.hidden_size * 2 / tp / parts.pp_link if pp > 1 else 0.0
-    tp_s, dp_s, ep_s = parts.tp_s, parts.dp_s, parts.ep_s
+    pp_s = crossings * seq // layout.cp * b * arch.hidden_size * 2 / tp / parts.pp_link if pp > 1 else 0.0
+    tp_s, dp_s, ep_s, cp_s = parts.tp_s, parts.dp_s, parts.ep_s, parts.cp_s
     optimizer_s = 2 * local_state_bytes / parts.bandwidth
-    step = compute_s + bubble_s + tp_s + pp_s + dp_s + ep_s + optimizer_s
-    comm = tp_s + pp_s + dp_s + ep_s
+    step = compute_s + bubble_s + tp_s + pp_s + dp_s + ep_s + cp_s + optimizer_s
+    comm = tp_s + pp_s + dp_s + ep_s + cp_s
     bound = ("communication" if comm > compute_s else
              ("compute" if parts.matmul_s >= parts.nonmatmul_s + parts.experts_s + parts.adapters_s else "memory-bandwidth"))
     tokens_per_s = parts.tokens / step

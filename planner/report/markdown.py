@@ -48,7 +48,8 @@ def layout_text(p: Plan) -> str:
         return f"{text}, {lay.replicas} replica(s), batch {lay.batch_per_replica} per replica{compiled}"
     experts = f" (experts over EP {lay.expert_parallel} devices, carved from DP)" if spread else ""
     schedule = f", {describe(lay.pipeline_schedule, lay.virtual_stages or 1)} schedule" if lay.pipeline_schedule else ""
-    return (f"{text} × DP {lay.data_parallel}{experts}, ZeRO-{lay.zero_stage}, micro-batch {lay.micro_batch} × "
+    cp = f" × CP {lay.context_parallel}" if lay.context_parallel > 1 else ""
+    return (f"{text} × DP {lay.data_parallel}{cp}{experts}, ZeRO-{lay.zero_stage}, micro-batch {lay.micro_batch} × "
             f"{lay.microbatches} micro-batches{schedule}, {lay.activation_checkpointing} recompute")
 
 

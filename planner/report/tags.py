@@ -62,7 +62,7 @@ ARCH_KEYS = {"params": "params", "layers": "layers", "hidden_size": "hidden", "a
              "active_params": "aparams", "tied_embeddings": "tied", "sliding_window": "window",
              "sliding_window_layers": "wlayers", "max_context_tokens": "maxctx"}
 # (smallest, largest) of each integer the layout tag may hold (the spec's own bounds).
-LAYOUT_INTS = {"tp": (1, 64), "pp": (1, 512), "dp": (1, 65536), "zero": (0, 3), "mb": (1, 4096), "m": (1, 1 << 20), "vs": (1, 64),
+LAYOUT_INTS = {"tp": (1, 64), "pp": (1, 512), "dp": (1, 65536), "cp": (1, 64), "zero": (0, 3), "mb": (1, 4096), "m": (1, 1 << 20), "vs": (1, 64),
                "adp": (1, 4096), "replicas": (1, 10_000), "batch": (1, 1 << 20), "nodes": (1, 4096)}
 CHECKPOINTING = ("none", "selective", "full")
 
@@ -124,6 +124,7 @@ def plan_tags(plan: Plan, w: Workload, environment: str = "production") -> dict[
         PREFIX + "model": "custom" if custom else w.model.preset,
         PREFIX + "precision": w.precision,
         PREFIX + "layout": _pairs({"tp": lay.tensor_parallel, "pp": lay.pipeline_parallel, "dp": lay.data_parallel,
+                                   "cp": lay.context_parallel if lay.context_parallel > 1 else None,
                                    "zero": lay.zero_stage, "mb": lay.micro_batch, "m": lay.microbatches, "vs": lay.virtual_stages if lay.pipeline_schedule == "interleaved" else None,
                                    "ckpt": lay.activation_checkpointing, "replicas": lay.replicas,
                                    "batch": lay.batch_per_replica, "nodes": plan.choice.nodes,
@@ -318,4 +319,4 @@ def required_memory(tagged: TaggedWorkload, catalog: Catalog, instance_type: str
                           int(d["seq"]))
     return training_memory(arch, setup, tp, pp, tagged.int_of("dp"), tagged.int_of("zero", 0), tagged.int_of("mb"),
                            tagged.int_of("m"), str(tagged.layout.get("ckpt", "full")), accel.supports.flash_attention,
-                           tagged.int_of("vs"), accel.is_neuron)
+                           tagged.int_of("vs"), accel.is_neuron, cp=tagged.int_of("cp"))

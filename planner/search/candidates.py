@@ -58,6 +58,7 @@ class Candidate:
     attention_dp: int = 1  # serving: ranks a replica's attention runs data-parallel over, TP 1 each (physics/attention_dp.py)
     storage_usd_per_hour: float = 0.0  # training: root volumes and FSx (planner/economics/provisioned.py), in the objective
     train_ep: int = 1  # training: DP ranks the routed experts are split over (planner/physics/expert_training.py)
+    cp: int = 1  # training: ranks each sequence is split over (planner/physics/context_parallel.py)
     deploy_target: str | None = None  # where this type deploys (search/sweep.py type_target); None: the workload's
     ranking_objective: float | None = None  # the objective under the plan's one price rule (planner/economics/price_rule.py)
 
@@ -69,7 +70,7 @@ class Candidate:
     @property
     def devices_per_copy(self) -> int:
         """Devices one model copy (serving replica, or the whole training job) spans."""
-        return self.tp * self.pp * self.ep * (self.dp if self.micro_batch is not None else 1)
+        return self.tp * self.pp * self.ep * (self.dp * self.cp if self.micro_batch is not None else 1)
 
     @property
     def network_hops(self) -> int:

@@ -3,10 +3,10 @@ fastest-fit loop skips timing a layout whose ceiling is below the fastest it has
 spares the data-parallel collectives (the dearest part of a step) and changes no answer.
 
 Why it is a ceiling, for a layout of TP tp, PP pp, DP dp, micro-batch b, recompute mode and m micro-batches
-(tokens per step = m·b·dp·s, devices = tp·pp·dp):
-  1. Its step is compute·(1 + bubble) + tp_s + (PP, DP, EP and optimizer time, each ≥ 0)
+(tokens per step = m·b·dp·s, devices = tp·pp·dp·cp, CP the context-parallel degree):
+  1. Its step is compute·(1 + bubble) + tp_s + (PP, DP, EP, CP and optimizer time, each ≥ 0)
      (planner/physics/training_time.py step_from_parts), and compute and tp_s are at least
-     tokens/devices × the per-token figures c and t of device_s_per_token_floor for its (tp, pp, b, recompute).
+     tokens/devices × the per-token figures c and t of device_s_per_token_floor for its (tp, pp, b, recompute, cp).
   2. bubble = bubble_fraction(schedule, pp, m, v) ≥ the least of any schedule the search tries at that m.
 So tokens/s = tokens/step ≤ devices / (c·(1 + bubble_min) + t), whatever its ZeRO stage, EP or schedule.
 """
@@ -32,34 +32,35 @@ def bubble_floor(pp: int, layers: int, zero_bubble: bool, microbatches: int) -> 
 
 
 def tokens_per_s_ceiling(arch, itype, accel, precision: str, seq: int, work, tp: int, pp: int, dp: int,
-                         micro_batch: int, microbatches: int, checkpointing: str, memo: dict) -> float:
+                         micro_batch: int, microbatches: int, checkpointing: str, memo: dict, cp: int = 1) -> float:
     """No layout of these degrees, micro-batch and recompute mode trains faster than this (the module's proof)."""
-    key = ("floor", tp, pp, micro_batch, checkpointing)  # memo: step_parts' per-type table (it reads no DP)
+    key = ("floor", tp, pp, micro_batch, checkpointing, cp)  # memo: step_parts' per-type table (it reads no DP)
     if (floor := memo.get(key)) is None:
         floor = memo[key] = device_s_per_token_floor(arch, itype, accel, precision, seq, work, tp, pp, micro_batch,
-                                                     checkpointing, memo)
+                                                     checkpointing, memo, cp)
     compute, tp_part = floor
     bubble = bubble_floor(pp, arch.layers, not accel.is_neuron, microbatches)
-    return tp * pp * dp / (compute * (1 + bubble) + tp_part) * (1 + ROUNDING_MARGIN)
+    return tp * pp * dp * cp / (compute * (1 + bubble) + tp_part) * (1 + ROUNDING_MARGIN)
 
 
 
 def degrees_ceilings(arch, itype, accel, precision: str, seq: int, work, tp: int, pp: int, dp: int, seqs: int,
-                     micro_batches: tuple[int, ...], checkpointings: tuple[str, ...], memo: dict) -> Iterator[float]:
+                     micro_batches: tuple[int, ...], checkpointings: tuple[str, ...], memo: dict,
+                     cp: int = 1) -> Iterator[float]:
     """tokens_per_s_ceiling of each micro-batch that feeds dp ranks (dp·b ≤ the global batch's sequences,
     m = ⌈sequences / (dp·b)⌉ as the search counts them) and each recompute mode, in the search's order:
     no layout of these (TP, PP, DP) trains faster than the largest of them. Lazily: a caller that only
     asks whether any is above a figure stops at the first."""
-    zero_bubble, devices = not accel.is_neuron, tp * pp * dp
+    zero_bubble, devices = not accel.is_neuron, tp * pp * dp * cp
     for mb in micro_batches:
         if dp * mb > seqs:
             continue
         bubble = bubble_floor(pp, arch.layers, zero_bubble, math.ceil(seqs / (dp * mb)))
         for ck in checkpointings:
-            key = ("floor", tp, pp, mb, ck)  # the same memo entry tokens_per_s_ceiling keeps
+            key = ("floor", tp, pp, mb, ck, cp)  # the same memo entry tokens_per_s_ceiling keeps
             if (floor := memo.get(key)) is None:
                 floor = memo[key] = device_s_per_token_floor(arch, itype, accel, precision, seq, work, tp, pp, mb,
-                                                             ck, memo)
+                                                             ck, memo, cp)
             compute, tp_part = floor
             yield devices / (compute * (1 + bubble) + tp_part) * (1 + ROUNDING_MARGIN)
 

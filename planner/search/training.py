@@ -9,6 +9,7 @@ from functools import cache
 from planner.physics.bands import memory_fit_factor, slow_factor
 from planner.search.candidates import Candidate, Miss, memory_miss, pinned_tp_miss, tensor_parallel_options
 from planner.hardware.catalog import Accelerator, InstanceType
+from planner.physics.context_parallel import CP_DEGREES, CP_MIN_SEQUENCE_TOKENS, splits
 from planner.physics.expert_training import ep_options, ep_pin_miss, ep_text
 from planner.physics.memory import TrainingSetup, training_memory
 from planner.search.pricing import TypePrices
@@ -47,6 +48,22 @@ def pipeline_options(layers: int) -> tuple[int, ...]:
     """Stage counts that split the layers evenly, plus powers of two (Megatron allows uneven stages)."""
     return tuple(p for p in range(1, layers + 1) if layers % p == 0 or p & (p - 1) == 0)
 
+def context_parallel_options(w: Workload, accel: Accelerator, activations_short: bool = False) -> tuple[int, ...]:
+    """CP degrees worth a search (planner/physics/context_parallel.py): the pin; else CP 1, and CP 2-16 where
+    it can pay: sequences of CP_MIN_SEQUENCE_TOKENS and more, or (activations_short) when no CP 1 layout fits
+    memory. GPUs with FlashAttention only (Transformer Engine's CP runs on its fused attention); each degree
+    must cut the sequence into 2·CP equal chunks."""
+    pinned, seq = w.layout.context_parallel, w.training.sequence_length
+    if pinned:
+        return (pinned,)
+    if accel.is_neuron or not accel.supports.flash_attention:
+        return (1,)
+    larger = tuple(cp for cp in CP_DEGREES if splits(seq, cp))
+    if activations_short:
+        return larger
+    return (1, *larger) if seq >= CP_MIN_SEQUENCE_TOKENS else (1,)
+
+
 def global_batch_sequences(w: Workload) -> int:
     t = w.training
     tokens = t.global_batch_tokens or DEFAULT_BATCH_TOKENS[w.kind]
@@ -62,10 +79,10 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, prices: 
         return ruled
     nodes_options, single_node_only = ruled
     search = _TrainingSearch(w, itype, accel, prices, collect, nodes_options)
-    for tp in search.tps:
-        for pp in search.pps:
-            if pp <= search.arch.layers:
-                search.walk_nodes(tp, pp)
+    search.sweep(search.cps)
+    if search.best is None and search.miss is not None and search.miss.stage == 1 and search.cps == (1,) \
+            and not w.layout.context_parallel:
+        search.sweep(context_parallel_options(w, accel, activations_short=True))  # CP where nothing else fits
     if search.best is not None:
         return search.best
     miss = search.miss
@@ -141,41 +158,50 @@ class _TrainingSearch:
         self.mbs = (pins.micro_batch,) if pins.micro_batch else MICRO_BATCHES
         self.pps = (pins.pipeline_parallel,) if pins.pipeline_parallel else pipeline_options(arch.layers)
         self.tps = tensor_parallel_options(itype.accelerators_per_node, arch.attention_heads, pins.tensor_parallel, neuron)
+        self.cps = context_parallel_options(w, accel)
         self.sized = memory_table(arch, self.setup, accel.supports.flash_attention, neuron)
         self.fits = fit_table(arch, self.setup, w.precision, self.seqs, itype, accel, self.fit_usable)
         self.best: Candidate | None = None
         self.best_usd: float | None = None  # best.rank_key[0]
         self.miss: Miss | None = None
 
-    def memory(self, tp, pp, dp, zero, mb, ck, ep=1, virtual_stages=1):
+    def memory(self, tp, pp, dp, zero, mb, ck, ep=1, virtual_stages=1, cp=1):
         """(micro-batches per step, memory) of one layout, sized once per search (planner/search/tables.py)."""
         m = math.ceil(self.seqs / (dp * mb))
-        key = (tp, pp, dp, zero, mb, m, ck, ep, virtual_stages)
+        key = (tp, pp, dp, zero, mb, m, ck, ep, virtual_stages) + ((cp,) if cp > 1 else ())
         if (mem := self.sized.get(key)) is None:
             mem = self.sized[key] = training_memory(self.arch, self.setup, tp, pp, dp, zero, mb, m, ck,
-                                                    self.flash, virtual_stages, self.neuron, ep)
+                                                    self.flash, virtual_stages, self.neuron, ep, cp)
         return m, mem
 
-    def walk_nodes(self, tp: int, pp: int) -> None:
+    def sweep(self, cps: tuple[int, ...]) -> None:
+        """Every (TP, PP, CP) over its node counts."""
+        for tp in self.tps:
+            for pp in self.pps:
+                if pp <= self.arch.layers:
+                    for cp in cps:
+                        self.walk_nodes(tp, pp, cp)
+
+    def walk_nodes(self, tp: int, pp: int, cp: int = 1) -> None:
         """Node counts smallest first, until NODE_PATIENCE larger ones in a row fail to beat the best."""
         worse_in_a_row = 0
         for nodes in self.nodes_options:
             if self.collect is None and worse_in_a_row >= NODE_PATIENCE:
                 break
-            improved = self.try_nodes(tp, pp, nodes)
+            improved = self.try_nodes(tp, pp, nodes, cp)
             if improved == _STOP:
                 break
             if improved is not None:
                 worse_in_a_row = 0 if improved else worse_in_a_row + 1
 
-    def try_nodes(self, tp: int, pp: int, nodes: int) -> bool | str | None:
+    def try_nodes(self, tp: int, pp: int, nodes: int, cp: int = 1) -> bool | str | None:
         """The fastest layout that fits at this node count, priced: True when it became the best, False when
         it cannot beat it, None when nothing there counts either way, _STOP when no larger count fits."""
         w, pins, mbs, zeros, ckpts = self.w, self.w.layout, self.mbs, self.zeros, self.ckpts
         devices = nodes * self.itype.accelerators_per_node
-        if devices % (tp * pp):
+        if devices % (tp * pp * cp):
             return None
-        dp = devices // (tp * pp)
+        dp = devices // (tp * pp * cp)
         if pins.data_parallel and dp != pins.data_parallel:
             return None
         if dp * min(mbs) > self.seqs:
@@ -186,28 +212,28 @@ class _TrainingSearch:
         if not eps:
             self.miss = Miss(ep_pin_miss(self.arch, pins.expert_parallel, tp, dp)).nearer(self.miss)
             return None
-        _, lean = self.memory(tp, pp, dp, max(zeros), min(mbs), ckpts[-1], max(eps))
+        _, lean = self.memory(tp, pp, dp, max(zeros), min(mbs), ckpts[-1], max(eps), 1, cp)
         if lean.total > self.fit_usable:
             # a miss is only reported when nothing fits (then best stays None), and only the nearest is
             # worded (Miss.nearer's order; memory_miss's shortfall is required ÷ usable, at stage 1)
             if self.best is None and (self.miss is None or (-1, lean.total * self.grow / self.usable)
                                       < (-self.miss.stage, self.miss.shortfall)):
                 self.miss = memory_miss(self.itype, self.accel, self.usable, lean.total * self.grow,
-                                        f"at {nodes} node(s), TP {tp} × PP {pp} × DP {dp}{ep_text(max(eps))}, "
+                                        f"at {nodes} node(s), TP {tp} × PP {pp} × DP {dp}{cp_text(cp)}{ep_text(max(eps))}, "
                                         f"ZeRO-{max(zeros)}, micro-batch {min(mbs)}, {ckpts[-1]} recompute"
                                         f"{self.fit_edge}")
             return None
-        fit_key = (tp, pp, dp, ckpts, zeros, mbs, eps)
-        if fit_key not in self.fits and self.late_at_ceiling(tp, pp, dp):
+        fit_key = (tp, pp, dp, ckpts, zeros, mbs, eps) + ((cp,) if cp > 1 else ())
+        if fit_key not in self.fits and self.late_at_ceiling(tp, pp, dp, cp):
             return None  # what pricing its fastest layout would conclude, without finding that layout
         if fit_key not in self.fits:
             self.fits[fit_key] = _fastest_fit(self.arch, self.itype, self.accel, w, self.setup, self.work,
                                               self.fit_usable, tp, pp, dp, self.seqs, ckpts, zeros, mbs, self.memory, eps,
-                                              self.step_memo)
+                                              self.step_memo, cp)
         found = self.fits[fit_key]
-        return None if found is None else self.price_run(tp, pp, dp, nodes, *found)
+        return None if found is None else self.price_run(tp, pp, dp, nodes, *found, cp=cp)
 
-    def late_at_ceiling(self, tp: int, pp: int, dp: int) -> bool:
+    def late_at_ceiling(self, tp: int, pp: int, dp: int, cp: int = 1) -> bool:
         """True when a best exists and even the tokens/s ceiling of these degrees (planner/search/step_floor.py)
         misses the deadline. Then try_nodes returns None whatever their fastest layout is: it trains at most
         that fast, so train_s ≥ tokens ÷ ceiling, and every quote takes at least train_s (on-demand, a
@@ -220,9 +246,9 @@ class _TrainingSearch:
         # late at the largest ceiling ⇔ late at every one (tokens ÷ x falls as x rises, rounding included)
         return all(tokens / ceiling * slow > deadline_s for ceiling in degrees_ceilings(
             self.arch, self.itype, self.accel, self.w.precision, self.setup.seq, self.work, tp, pp, dp, self.seqs,
-            self.mbs, self.ckpts, self.step_memo))
+            self.mbs, self.ckpts, self.step_memo, cp))
 
-    def price_run(self, tp: int, pp: int, dp: int, nodes: int, layout: tuple, mem, est) -> bool | None:
+    def price_run(self, tp: int, pp: int, dp: int, nodes: int, layout: tuple, mem, est, cp: int = 1) -> bool | None:
         """The run at its cheapest option that meets the deadline, kept if it beats the best so far."""
         t, prices, slow = self.w.training, self.prices, self.slow
         time_to_train_s = t.tokens / est.tokens_per_s
@@ -240,7 +266,7 @@ class _TrainingSearch:
         if not in_time:
             fastest = min(offer.quotes, key=lambda q: q.wall_s)
             self.miss = Miss(f"{fastest.wall_s * slow / 3600:,.0f} h to train{self.edge} > deadline {t.deadline_hours:g} h at "
-                             f"{nodes} node(s), TP {tp} × PP {pp} × DP {dp}"
+                             f"{nodes} node(s), TP {tp} × PP {pp} × DP {dp}{cp_text(cp)}"
                              + (f" ({fastest.purchase})" if len(prices.book) > 1 or fastest.purchase != "on-demand" else ""),
                              fastest.wall_s * slow / (t.deadline_hours * 3600), stage=2).nearer(self.miss)
             return None
@@ -251,7 +277,7 @@ class _TrainingSearch:
                          micro_batch=layout[1], microbatches=layout[2], checkpointing=layout[3],
                          pipeline_schedule=layout[5] if pp > 1 else None,
                          virtual_stages=layout[6] if pp > 1 and layout[5] == "interleaved" else None,
-                         purchase=quote.purchase, wall_s=quote.wall_s, train_ep=layout[4])
+                         purchase=quote.purchase, wall_s=quote.wall_s, train_ep=layout[4], cp=cp)
         improved = self.best is None or cand.rank_key < self.best.rank_key
         if improved:
             self.best, self.best_usd = cand, cand.rank_key[0]
@@ -260,15 +286,19 @@ class _TrainingSearch:
         return improved
 
 
+def cp_text(cp: int) -> str:
+    return f" × CP {cp}" if cp > 1 else ""
+
+
 def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, ckpts, zeros, mbs, memory, eps=(1,),
-                 step_memo=None):
+                 step_memo=None, cp=1):
     """For each EP degree, recompute mode and ZeRO stage, the largest micro-batch that fits; the fastest of those."""
     best, step_memo = None, {} if step_memo is None else step_memo
     smallest = min(mbs)
     schedules = schedule_options(pp, arch.layers, not accel.is_neuron)  # the same for every layout below
     for ep, ck in ((ep, ck) for ep in eps for ck in ckpts):
         for zero in sorted(zeros, reverse=True):  # each lower stage holds more: stop at the first misfit
-            _, lean = memory(tp, pp, dp, zero, smallest, ck, ep)
+            _, lean = memory(tp, pp, dp, zero, smallest, ck, ep, 1, cp)
             if lean.total > usable:
                 break  # the smallest micro-batch does not fit: no larger one, no lower stage will
             # Activations grow with the micro-batch (and at most so do the micro-batches in flight,
@@ -277,21 +307,21 @@ def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, c
             for mb in mbs:
                 if dp * mb > seqs or (mb > smallest and mb / smallest > room * pp):
                     continue
-                m, mem = (0, lean) if mb == smallest else memory(tp, pp, dp, zero, mb, ck, ep)
+                m, mem = (0, lean) if mb == smallest else memory(tp, pp, dp, zero, mb, ck, ep, 1, cp)
                 if mb == smallest:
                     m = math.ceil(seqs / (dp * mb))
                 if mem.total > usable:
                     continue
                 if best is not None and tokens_per_s_ceiling(arch, itype, accel, w.precision, setup.seq, work, tp, pp, dp,
-                                                             mb, m, ck, step_memo) < best[2].tokens_per_s:
+                                                             mb, m, ck, step_memo, cp) < best[2].tokens_per_s:
                     break  # no schedule of it can be faster than the best (planner/search/step_floor.py)
                 parts = None  # the schedule-free part of the step, shared by every schedule below
                 for schedule, v in schedules:
                     vm = memory_virtual_stages(schedule, v)
-                    sched_mem = mem if vm == 1 else memory(tp, pp, dp, zero, mb, ck, ep, vm)[1]
+                    sched_mem = mem if vm == 1 else memory(tp, pp, dp, zero, mb, ck, ep, vm, cp)[1]
                     if sched_mem.total > usable:
                         continue
-                    layout = TrainingLayout(tp, pp, dp, zero, mb, m, ck, schedule, v, ep)
+                    layout = TrainingLayout(tp, pp, dp, zero, mb, m, ck, schedule, v, ep, cp)
                     state = sched_mem.weights + sched_mem.gradients + sched_mem.optimizer
                     parts = parts or step_parts(arch, itype, accel, w.precision, setup.seq, layout, work, step_memo)
                     est = step_from_parts(parts, arch, setup.seq, layout, state, work)

@@ -49,6 +49,8 @@ class PlanLayout(BaseModel):
     compiled_batch_size: int | None = None  # Neuron: the static batch the model is compiled for
     n_positions: int | None = None  # Neuron: the static sequence length (max context) compiled for
     expert_parallel: int | None = None  # MoE: devices the routed experts are spread over (serving replica or training job)
+    # training: ranks each sequence is split over (planner/physics/context_parallel.py); GPUs = TP × PP × DP × CP
+    context_parallel: int = 1
     # serving, MLA MoE: ranks attention runs data-parallel over within a replica, each at tensor_parallel (1) with
     # its own sequences' latent KV cache (planner/physics/attention_dp.py); None: attention is tensor parallel
     attention_data_parallel: int | None = None

@@ -187,3 +187,4 @@ class Layout(_Section):
     micro_batch: int | None = Field(default=None, gt=0, le=4096)
     replicas: int | None = Field(default=None, gt=0, le=10_000)
     expert_parallel: int | None = Field(default=None, gt=0, le=4096)  # MoE: devices the routed experts spread over (TP × EP)
+    context_parallel: int | None = Field(default=None, gt=0, le=64)  # training: ranks each sequence is split over

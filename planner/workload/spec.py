@@ -51,7 +51,7 @@ class Workload(_Section):
     @model_validator(mode="after")
     def _sections_match_kind(self) -> "Workload":
         pinned = self.layout.model_fields_set
-        stray = sorted(pinned & ({"data_parallel", "zero_stage", "micro_batch"} if self.kind == "inference"
+        stray = sorted(pinned & ({"data_parallel", "zero_stage", "micro_batch", "context_parallel"} if self.kind == "inference"
                                  else {"replicas"}))
         if stray:
             what = "training" if self.kind == "inference" else "serving"
@@ -75,6 +75,10 @@ class Workload(_Section):
             if self.precision in ("int8", "int4", "mxfp4", "nvfp4") and self.training.method != "qlora":
                 raise ValueError(f"precision {self.precision} cannot be trained; use bf16, fp16, fp8 or fp32 "
                                  "(or training.method: qlora for a 4-bit base)")
+            cp, seq = self.layout.context_parallel or 1, self.training.sequence_length
+            if seq % (2 * cp) and cp > 1:  # planner/physics/context_parallel.py splits
+                raise ValueError(f"layout.context_parallel {cp} must cut training.sequence_length ({seq}) into "
+                                 f"2 × {cp} equal chunks; use a CP degree with {seq} divisible by 2 × CP")
         return self
 
     @model_validator(mode="after")
