@@ -14,7 +14,6 @@ from planner.hardware.catalog import Catalog
 from planner.physics.bands import memory_band, memory_fit_factor, performance_band
 from planner.search.candidates import Candidate, Miss
 from planner.search.sweep import ec2_serving_reason, engine_for, hours_of
-from planner.search.training import global_batch_sequences
 from planner.workload.plan import (Alternative, Choice, ModelSummary, Plan, PlanCost, PlanLayout, PlanMemory,
                                    PlanPerformance, Rejection)
 from planner.workload.spec import Workload
@@ -193,7 +192,6 @@ def _training_figures(w: Workload, cand: Candidate, platform: str, hours: float,
                         tensor_parallel_unit=cand.accel.device_unit, zero_stage=cand.zero, micro_batch=cand.micro_batch,
                         replicas=1, activation_checkpointing=cand.checkpointing, microbatches=cand.microbatches,
                         expert_parallel=cand.tp * cand.train_ep if w.architecture.is_moe else None,
-                        context_parallel=cand.cp,
                         pipeline_schedule=cand.pipeline_schedule, virtual_stages=cand.virtual_stages)
     performance = PlanPerformance(training_tokens_per_s=perf.tokens_per_s, step_time_s=perf.step_time_s,
                                   achieved_tflops_per_device=perf.achieved_tflops_per_device,
@@ -204,6 +202,8 @@ def _training_figures(w: Workload, cand: Candidate, platform: str, hours: float,
                     usd_per_training_run=cand.objective - cand.storage_usd_per_hour * (cand.wall_s or ttt) / 3600,
                     price_source=cand.price.source,
                     price_date=cand.price.date, price_estimated=cand.price.estimated)
+    from planner.search.training import global_batch_sequences  # a training plan's; serving never loads it
+
     asked = global_batch_sequences(w)
     if perf.tokens_per_step != asked * t.sequence_length:
         warnings.append(f"global batch rounded up from {asked} to {perf.tokens_per_step / t.sequence_length:.0f} "

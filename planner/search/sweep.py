@@ -11,7 +11,6 @@ from planner.hardware.units import FP4_FORMATS, HOURS_PER_MONTH, compute_precisi
 from planner.search.candidates import Candidate, Miss
 from planner.search.host_memory import host_memory_miss
 from planner.search.pricing import TypePrices
-from planner.search.training import best_training
 from planner.workload.errors import InfeasibleError, NearMiss
 from planner.workload.spec import Workload
 
@@ -108,7 +107,7 @@ def search_types(w: Workload, catalog: Catalog, target: str, prices: Callable[[I
         sharded, device = catalog.sharded(itype)  # NeuronCores on Neuron types, GPUs elsewhere
         pool: list[Candidate] | None = [] if collect is not None else None
         found = _best_inference()(w, sharded, device, next(iter(priced.book.values())), target_of, pool) \
-            if w.kind == "inference" else best_training(w, sharded, device, priced, pool)
+            if w.kind == "inference" else _best_training()(w, sharded, device, priced, pool)
         if pool:
             collect.extend(c for c in pool if budget is None or c.usd_per_hour * hours_of(w) <= budget)
         if isinstance(found, Miss):
@@ -145,3 +144,11 @@ def _best_inference():
     from planner.search.inference import best_inference
 
     return best_inference
+
+
+def _best_training():
+    """The training search, imported when a training workload is planned: a serving plan never loads it or
+    the step-time physics beneath it (start-up, issue 29)."""
+    from planner.search.training import best_training
+
+    return best_training
