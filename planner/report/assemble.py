@@ -192,6 +192,7 @@ def _training_figures(w: Workload, cand: Candidate, platform: str, hours: float,
                         tensor_parallel_unit=cand.accel.device_unit, zero_stage=cand.zero, micro_batch=cand.micro_batch,
                         replicas=1, activation_checkpointing=cand.checkpointing, microbatches=cand.microbatches,
                         expert_parallel=cand.tp * cand.train_ep if w.architecture.is_moe else None,
+                        context_parallel=cand.cp,
                         pipeline_schedule=cand.pipeline_schedule, virtual_stages=cand.virtual_stages)
     performance = PlanPerformance(training_tokens_per_s=perf.tokens_per_s, step_time_s=perf.step_time_s,
                                   achieved_tflops_per_device=perf.achieved_tflops_per_device,
