@@ -43,9 +43,13 @@ def _committed_constants():
             setattr(efficiency, name, value)
 
 
-def pinned_workload(row: dict, instance_type: str, precision: str, architecture: dict | None):
+def pinned_workload(row: dict, instance_type: str, precision: str, architecture: dict | None,
+                    confidence: str = "expected"):
     """The spec a user writes to reproduce the row: its model, precision, sequence, global batch and
-    layout (nodes, TP, PP, DP, a stated ZeRO stage and recompute mode) pinned, on the published part's node."""
+    layout (nodes, TP, PP, DP, a stated ZeRO stage and recompute mode) pinned, on the published part's node.
+    confidence expected: the accuracy compares the planner's estimate, not the 80% band's edge (with
+    `likely`, the user's default, memory must fit at the band's high edge, ×1.42 on GPUs, which forces
+    full recompute on runs that ran with less: tests/test_reference_at_scale.py plans those too)."""
     from planner.workload.spec import parse_workloads
 
     method = row.get("method", "full")
@@ -60,7 +64,8 @@ def pinned_workload(row: dict, instance_type: str, precision: str, architecture:
     spec = {"name": row["id"], "kind": "training" if method == "full" else "fine-tuning",
             "model": {"preset": row["model"]} if row.get("model") else {"architecture": architecture},
             "precision": precision, "training": training, "layout": layout,
-            "constraints": {"instance_types": [instance_type], "max_nodes": max(1, row["gpus"] // 8)}}
+            "constraints": {"instance_types": [instance_type], "max_nodes": max(1, row["gpus"] // 8),
+                            "confidence": confidence}}
     return parse_workloads({"workloads": [spec]}, "bench/planner_choice.py").workloads[0]
 
 
