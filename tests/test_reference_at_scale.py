@@ -38,7 +38,7 @@ def test_every_training_row_of_these_sources_is_compared_but_context_parallelism
     reasons = {r["id"]: rs.why_not(r, catalog) for s in NEW_SOURCES for r in rs.sources()[s]["rows"]}
     assert [k for k, v in reasons.items() if v] == ["llama3-405b-16384gpu-cp16-128k"]
     assert len(planner_chosen_ids(catalog) & set(reasons)) == 21
-    assert len(planner_chosen_ids(catalog)) == 29  # and the 8 DGX Cloud 70B fine-tuning rows
+    assert len(planner_chosen_ids(catalog)) == 21  # the DGX Cloud fine-tuning rows state theirs (recipe configs)
 
 
 def test_narayanan_teraflops_are_converted_back_to_tokens_with_the_papers_eq_3(catalog):
