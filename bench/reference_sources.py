@@ -4,7 +4,9 @@
 A row is compared only when the planner models what it ran; the rest are counted with the reason
 (`skipped()`), never silently dropped: an accelerator outside the catalog (the 96 GB / 500 W H100 of
 torchtitan's tables is not the catalog's SXM part), context or expert parallelism, a pipeline run
-whose global batch is not stated. Measurements, in order of preference: tokens/s per GPU (converted
+whose global batch is not stated. A micro-batch a source leaves unstated (its layout, global batch and
+sequence stated) is the planner's choice at that layout (bench/planner_choice.py, counted apart).
+Measurements, in order of preference: tokens/s per GPU (converted
 with the planner's own 6N + 12·L·h·s FLOPs per token, so the comparison is tokens/s); else the
 source's MFU times the catalog's dense BF16 peak (the sources state MFU against BF16 peak).
 """
@@ -85,8 +87,7 @@ def why_not(row: dict, catalog: Catalog) -> str | None:
 
 
 def resolved(row: dict) -> dict:
-    """The row as compared: a micro-batch the source leaves unstated (with its layout, global batch and
-    sequence stated) is the one the planner picks at that layout (bench/planner_choice.py)."""
+    """The row as compared: an unstated micro-batch is the planner's choice (bench/planner_choice.py)."""
     return with_planner_choice(row) if row.get("micro_batch") is None and unstated_micro_batch(row) else row
 
 
@@ -193,10 +194,10 @@ def predict(catalog: Catalog, row: dict):
 
 
 def narayanan_eq3_flops_per_token(arch: Architecture, seq: int) -> float:
-    """FLOPs per token as Narayanan et al. 2021 count them (arXiv 2104.04473 eq. 3, per iteration
-    96·B·s·l·h²·(1 + s/6h + V/16lh), over B·s tokens): four passes, the forward recomputed."""
-    layers, h, vocab = arch.layers, arch.hidden_size, arch.vocab_size
-    return 96 * layers * h**2 * (1 + seq / (6 * h) + vocab / (16 * layers * h))
+    """FLOPs per token as Narayanan et al. 2021 count them (arXiv 2104.04473 eq. 3: 96·B·s·l·h²·(1 + s/6h
+    + V/16lh) per iteration of B·s tokens): four passes, the forward recomputed."""
+    layers, h = arch.layers, arch.hidden_size
+    return 96 * layers * h**2 * (1 + seq / (6 * h) + arch.vocab_size / (16 * layers * h))
 
 
 def measured_tflops(r: dict, arch: Architecture, accel) -> float:
