@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import calibrate, reference_sources  # noqa: E402
 import yaml  # noqa: E402
 
+from bench.planner_choice import PLANNER_CHOSEN, planner_chosen_ids  # noqa: E402
 from bench.reference_cases import Row, all_rows, reference  # noqa: E402
 from planner.hardware.catalog import bundled  # noqa: E402
 
@@ -155,6 +156,16 @@ def write_bands(rows: tuple[Row, ...]) -> None:
                     + yaml.safe_dump(body, sort_keys=False, allow_unicode=True))
 
 
+def planner_chosen_line(rows, catalog) -> str:
+    """The rows compared at the micro-batch the planner picks (their source leaves it unstated,
+    bench/planner_choice.py), counted apart: LOSO median abs. and signed error of those alone."""
+    chosen = [r for r in rows if r.id in planner_chosen_ids(catalog)]
+    if not chosen:
+        return f"{PLANNER_CHOSEN}: no rows"
+    return (f"{PLANNER_CHOSEN}: {len(chosen)} rows ({len({r.source for r in chosen})} sources), LOSO median abs. "
+            f"error {statistics.median(abs(r.error) for r in chosen):.1%}, signed {statistics.median(r.error for r in chosen):+.1%}")
+
+
 def _metric_filter() -> str | None:
     """`--metric NAME`: one of METRICS, or None for all."""
     if "--metric" not in sys.argv:
@@ -189,6 +200,7 @@ def main() -> None:
         f = fitted[(r.source, r.id, r.metric)]
         print(f"  {r.id:<34} {r.source:<16} {r.setup:<58} {r.measured:>10.2f} {r.error:>+8.1%} {f.error:>+10.1%}")
     print()
+    print(planner_chosen_line(held, catalog))
     print("\n".join(table({**summary(held), **model_class_summary(held)},
                            {**summary(list(fitted.values())), **model_class_summary(list(fitted.values()))})))
     if "--write-bands" in sys.argv and not only and not parts and metrics == METRICS:

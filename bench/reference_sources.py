@@ -4,7 +4,9 @@
 A row is compared only when the planner models what it ran; the rest are counted with the reason
 (`skipped()`), never silently dropped: an accelerator outside the catalog (the 96 GB / 500 W H100 of
 torchtitan's tables is not the catalog's SXM part), expert parallelism, a pipeline run
-whose global batch is not stated. Measurements, in order of preference: tokens/s per GPU (converted
+whose global batch is not stated. A micro-batch a source leaves unstated (its layout, global batch and
+sequence stated) is the planner's choice at that layout (bench/planner_choice.py, counted apart).
+Measurements, in order of preference: tokens/s per GPU (converted
 with the planner's own 6N + 12·L·h·s FLOPs per token, so the comparison is tokens/s); else the
 source's MFU times the catalog's dense BF16 peak (the sources state MFU against BF16 peak).
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 
 
 from bench.offline_rows import PRECISIONS, is_trtllm_bench, predict_offline
+from bench.planner_choice import unstated_micro_batch, with_planner_choice
 from planner.hardware.catalog import Catalog
 from planner.physics.memory import TrainingSetup, training_model_states
 from planner.physics.pipeline_schedule import schedule_options
@@ -66,7 +69,8 @@ def why_not(row: dict, catalog: Catalog) -> str | None:
         return "expert parallelism is not modelled"
     if not (row.get("tokens_per_s_per_gpu") or row.get("mfu_pct") or (row.get("step_time_s") and row.get("global_batch"))):
         return "no throughput published"
-    if not all(isinstance(row.get(k), int) for k in ("tp", "pp", "dp", "gpus", "micro_batch", "seq")):
+    if not all(isinstance(row.get(k), int) for k in ("tp", "pp", "dp", "gpus", "seq")) or not (
+            isinstance(row.get("micro_batch"), int) or unstated_micro_batch(row)):
         return "layout (tp, pp, dp, micro-batch, sequence) not fully stated"
     if row.get("global_batch") is None and row["pp"] > 1:
         return "pipeline run without its global batch"
@@ -80,6 +84,11 @@ def why_not(row: dict, catalog: Catalog) -> str | None:
     if row["tp"] * row["pp"] * row["dp"] * (row.get("cp") or 1) != row["gpus"]:
         return "tp × pp × dp × cp differs from the GPU count"
     return None
+
+
+def resolved(row: dict) -> dict:
+    """The row as compared: an unstated micro-batch is the planner's choice (bench/planner_choice.py)."""
+    return with_planner_choice(row) if row.get("micro_batch") is None and unstated_micro_batch(row) else row
 
 
 def training_inputs(catalog: Catalog, row: dict) -> dict:
@@ -185,10 +194,20 @@ def predict(catalog: Catalog, row: dict):
     return arch, accel, max(estimates, key=lambda e: e.tokens_per_s)
 
 
+def narayanan_eq3_flops_per_token(arch: Architecture, seq: int) -> float:
+    """FLOPs per token as Narayanan et al. 2021 count them (arXiv 2104.04473 eq. 3: 96·B·s·l·h²·(1 + s/6h
+    + V/16lh) per iteration of B·s tokens): four passes, the forward recomputed."""
+    layers, h = arch.layers, arch.hidden_size
+    return 96 * layers * h**2 * (1 + seq / (6 * h) + arch.vocab_size / (16 * layers * h))
+
+
 def measured_tflops(r: dict, arch: Architecture, accel) -> float:
     """Model TFLOP/s per GPU as published: tokens/s per GPU (or global batch × sequence over the
-    published step time) × the planner's FLOPs per token; else MFU × dense BF16 peak."""
+    published step time, or teraFLOP/s counted with a stated formula) × the planner's FLOPs per token;
+    else MFU × dense BF16 peak."""
     tokens_per_s = r.get("tokens_per_s_per_gpu")
+    if not tokens_per_s and r.get("tflops_formula") == "narayanan2021-eq3":
+        tokens_per_s = r["tflops_per_gpu"] * 1e12 / narayanan_eq3_flops_per_token(arch, r["seq"])
     if not tokens_per_s and r.get("step_time_s") and r.get("global_batch"):
         tokens_per_s = r["global_batch"] * r["seq"] / r["step_time_s"] / r["gpus"]
     if tokens_per_s:
@@ -203,6 +222,7 @@ def implausible(catalog: Catalog) -> list[str]:
     for data in sources().values():
         for r in data["rows"]:
             if "seq" in r and why_not(r, catalog) is None:
+                r = resolved(r)
                 arch, accel, _ = predict(catalog, r)
                 peak = accel.peak_flops(r["precision"] if r["precision"] in ("bf16", "fp8") else "bf16") / 1e12
                 if measured_tflops(r, arch, accel) > peak:
@@ -213,13 +233,14 @@ def implausible(catalog: Catalog) -> list[str]:
 def training_rows(catalog: Catalog, row_type, cap: int | None = None):
     rows = []
     for source_id, data in sources().items():
-        for r in _strided([r for r in data["rows"] if "seq" in r and why_not(r, catalog) is None], cap):
+        for r in _strided([resolved(r) for r in data["rows"] if "seq" in r and why_not(r, catalog) is None], cap):
             arch, accel, est = predict(catalog, r)
             measured = measured_tflops(r, arch, accel)
             if measured > accel.peak_flops(r["precision"] if r["precision"] in ("bf16", "fp8") else "bf16") / 1e12:
                 continue  # above the dense peak: see implausible()
             setup = (f"{r.get('model') or 'custom'} {r['accelerator']}×{r['gpus']} {r['precision']} TP{r['tp']} "
-                     f"PP{r['pp']} DP{r['dp']} ZeRO-{r.get('zero') or 0} {r.get('method', 'full')}")
+                     f"PP{r['pp']} DP{r['dp']} ZeRO-{r.get('zero') or 0} {r.get('method', 'full')}"
+                     + (f" mb{r['micro_batch']} (planner's)" if r.get("micro_batch_source") else ""))
             rows.append(row_type(r["id"], "training TFLOP/s", source_id, setup, est.achieved_tflops_per_device, measured,
                                  "gpu", r["accelerator"], arch.is_moe))
     return rows
@@ -370,6 +391,7 @@ def memory_rows(catalog: Catalog, row_type):
             reason = why_not(r, catalog)
             if reason and reason != "no throughput published":
                 continue
+            r = resolved(r)
             t = training_inputs(catalog, r)
             need = peak_memory_bytes(catalog, r)
             if r.get("framework") in ALLOCATOR_PEAK_FRAMEWORKS:

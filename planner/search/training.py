@@ -292,7 +292,8 @@ def cp_text(cp: int) -> str:
 
 def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, ckpts, zeros, mbs, memory, eps=(1,),
                  step_memo=None, cp=1):
-    """For each EP degree, recompute mode and ZeRO stage, the largest micro-batch that fits; the fastest of those."""
+    """For each EP degree, recompute mode and ZeRO stage, the largest micro-batch that fits (with a pipeline,
+    every one that fits); the fastest of those."""
     best, step_memo = None, {} if step_memo is None else step_memo
     smallest = min(mbs)
     schedules = schedule_options(pp, arch.layers, not accel.is_neuron)  # the same for every layout below
@@ -314,7 +315,9 @@ def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, c
                     continue
                 if best is not None and tokens_per_s_ceiling(arch, itype, accel, w.precision, setup.seq, work, tp, pp, dp,
                                                              mb, m, ck, step_memo, cp) < best[2].tokens_per_s:
-                    break  # no schedule of it can be faster than the best (planner/search/step_floor.py)
+                    if pp == 1:
+                        break  # no schedule of it can be faster than the best (planner/search/step_floor.py)
+                    continue  # a smaller micro-batch means more of them, a narrower bubble: its ceiling may be higher
                 parts = None  # the schedule-free part of the step, shared by every schedule below
                 for schedule, v in schedules:
                     vm = memory_virtual_stages(schedule, v)
@@ -328,5 +331,8 @@ def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, c
                     # equal speed (no data parallelism to shard over): the lower ZeRO stage, which is simpler
                     if best is None or (est.tokens_per_s, -zero) > (best[2].tokens_per_s, -best[0][0]):
                         best = ((zero, mb, m, ck, ep, schedule, v), sched_mem, est)
-                break
+                if pp == 1:
+                    break  # one stage: the largest micro-batch that fits runs the GEMMs best
+                # a pipeline: fewer, larger micro-batches widen the bubble ((p − 1)/m, Narayanan et al. 2021
+                # §2.2), so every micro-batch that fits is timed (Llama 3 405B at PP 16 × DP 128, issue 25)
     return best
