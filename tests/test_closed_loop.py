@@ -78,3 +78,4 @@ def test_clients_beyond_the_kv_slots_queue_for_one(catalog):
     """8 clients of 28,650-token prompts on a 40 GB A100 (5 slots of Llama-3.1-8B KV) were 75% fast."""
     row = _source_row(catalog, "accelmark-nvidia_a100_sxm4_40gbx1-suiteD-bf16-vllm0.7.3-c8", "TTFT")
     assert abs(row.error) < 0.25
+
