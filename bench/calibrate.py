@@ -46,8 +46,8 @@ def _keyed(name: str, key: str, grid: list[float], prior: float):
 
 
 # Priors: domain.md's measured ranges (HBM 65-85% of peak, GEMMs 50-70% of dense peak), no overhead
-# and no overlap until data says so. Prompt arrivals are Poisson (efficiency.PROMPT_ARRIVAL_VARIABILITY
-# = 1, Kingman's c_a², not fitted). Prefill runs at training's GEMM share per generation
+# and no overlap until data says so. The queue before a prefill is the closed loop's mean-value analysis
+# (planner/physics/closed_loop.py), with no constant. Prefill runs at training's GEMM share per generation
 # (efficiency.PREFILL_EFFICIENCY_BY_GENERATION, not fitted on serving rows: see there).
 PARAMETERS = {
     "MEMORY_BANDWIDTH_EFFICIENCY": _scalar("MEMORY_BANDWIDTH_EFFICIENCY", _grid(0.50, 0.90, 0.01), 0.75),

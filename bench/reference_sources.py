@@ -315,12 +315,17 @@ def _strided(rows: list[dict], cap: int | None) -> list[dict]:
 
 
 def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
-    """Closed-loop rows: the planner's continuous-batching estimate. Static batches: as many requests
-    as the engine's KV memory holds at the full context run at once, in waves; each wave's prompts
+    """Closed-loop rows: the planner's continuous-batching estimate; on a GPU engine, clients beyond
+    the KV slots held at the mean context wait for a slot (closed_loop.slot_wait_s). Static batches: as
+    many requests as the engine's KV memory holds at the mean context (prompt + output/2) run at once, in
+    waves (paged KV, Kwon et al. SOSP 2023: blocks are taken as sequences grow, so a wave that fills the
+    pool at its mean context runs, and the engine preempts at the end rather than admitting fewer: LMDeploy's
+    64 × 128/2048 Llama-2-7B batch starts as one wave, 13B's at 64 does not); each wave's prompts
     are prefilled together, then it decodes in lock-step (ITL at the mean context); throughput =
     batch · output ÷ the waves' total time, TTFT and ITL the means over the requests. trtllm-bench rows
     (every request queued at once): bench/offline_rows.py, output tokens/s only."""
     from planner.physics import efficiency
+    from planner.physics.closed_loop import slot_wait_s
     from planner.physics.kv_capacity import resident_sequences, static_batch
     from planner.physics.neuron_serving import compiled_batch_serving, llmperf_itl_s
     from planner.physics.performance import decode_step, prefill_s
@@ -349,10 +354,16 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
                 e = replica_estimate(arch, accel, w, kv, r["tp"], 1, b, prompt, n, itype,
                                      max_context_tokens=r.get("max_context_tokens"), compiled_batch=r.get("compiled_batch"))
                 tps, ttft, itl = e.output_tokens_per_s_per_replica, e.time_to_first_token_s, e.inter_token_latency_s
-            else:  # waves of the sequences whose KV fits at the full context (planner/physics/kv_capacity.py)
+                if not neuron and b > (slots := resident_sequences(arch, accel, w, kv, r["tp"], prompt + n // 2)):
+                    # more clients than KV slots: the running batch is the slots, the rest queue for one
+                    e = replica_estimate(arch, accel, w, kv, r["tp"], 1, slots, prompt, n, itype)
+                    request_s = e.time_to_first_token_s + (n - 1) * e.inter_token_latency_s
+                    tps, itl = e.output_tokens_per_s_per_replica, e.inter_token_latency_s
+                    ttft = e.time_to_first_token_s + slot_wait_s(b, slots, request_s)
+            else:  # waves of the sequences whose KV fits at the mean context (planner/physics/kv_capacity.py)
                 tp = r["tp"]
                 waves = static_batch(
-                    b, resident_sequences(arch, accel, w, kv, tp, prompt + n), n,
+                    b, resident_sequences(arch, accel, w, kv, tp, prompt + n // 2), n,
                     lambda k: efficiency.request_overhead_s(accel) + prefill_s(arch, accel, w, tp, 1, prompt, itype, prompts=k),
                     lambda k: decode_step(arch, accel, w, kv, tp, 1, k, prompt + n / 2).seconds)
                 tps, ttft, itl = waves.output_tokens_per_s, waves.time_to_first_token_s, waves.inter_token_latency_s

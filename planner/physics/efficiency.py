@@ -56,11 +56,6 @@ FP8_GEMM_EFFICIENCY_FACTOR = 1.2
 # serving rows never move training's constants: tied to GEMM_EFFICIENCY_BY_GENERATION, the joint fit pulls
 # training's shares to 0.79/0.59 and its in-sample error from 9.6% to 15.1% (bench/calibrate.py).
 PREFILL_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.47}
-# Squared coefficient of variation of prompt arrivals at a replica, in Kingman's queueing formula
-# for the wait before a prefill: 1, Poisson arrivals (Kingman 1961; many independent clients). Not
-# fitted: the 2.4 once fitted here made up for prefill predicted at Ampere's GEMM share on H100
-# (planner/physics/prefill_compute.py); with prefill at its generation's share the fit returns 0.7-1.1.
-PROMPT_ARRIVAL_VARIABILITY = 1.0
 # Fixed cost of a request before its prefill starts: HTTP, tokenisation, scheduling (NIM TTFT rows).
 REQUEST_OVERHEAD_S = 0.016
 # Non-matmul traffic per layer in training, bytes per token per hidden unit: Korthikanti's 34 B of

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from planner.physics import efficiency
 from planner.hardware.catalog import Accelerator, InstanceType
+from planner.physics.closed_loop import prefill_wait_s
 from planner.physics.collectives import inter_node_bytes_per_s, intra_node_bytes_per_s, ring_s
 from planner.physics.expert_parallel import all_to_all_s, routed_expert_bytes, tokens_per_node
 from planner.physics.memory import (attention_padding_params, kv_bytes_per_sequence, kv_shard_fraction, sharded_weight_bytes,
@@ -167,11 +168,11 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
     peers = -(-batch // (tp * ep_nodes)) if attention_dp and itype is not None else batch
     inter_token = step_s + (peers - 1) / output_tokens * prefill  # the others' prefills; its own is in TTFT
     # The first token comes out of the prompt's own prefill. A new prompt first queues behind the
-    # other clients' prefills: the replica spends a share rho of its time prefilling them, and with
-    # identical prompts the service time is fixed, so Kingman's G/D/1 approximation gives a mean wait
-    # of rho/(1-rho) · c_a²/2 prefills. The prefill then shares its step with the others' decodes.
-    rho = (peers - 1) / output_tokens * prefill / inter_token
-    wait = rho / (1 - rho) * efficiency.PROMPT_ARRIVAL_VARIABILITY / 2 * prefill
-    first_token = efficiency.request_overhead_s(accel) + wait + prefill + step_s * (peers - 1) / peers
+    # other clients' prefills (planner/physics/closed_loop.py: the `peers` clients form a closed loop
+    # whose think time is the rest of each request); the prefill then shares its step with the others' decodes.
+    shared_step_s = step_s * (peers - 1) / peers
+    overhead_s = efficiency.request_overhead_s(accel)
+    wait = prefill_wait_s(peers, prefill, overhead_s + shared_step_s + (output_tokens - 1) * inter_token)
+    first_token = overhead_s + wait + prefill + shared_step_s
     request_s = first_token + (output_tokens - 1) * inter_token
     return ServingEstimate(batch * output_tokens / request_s, first_token, inter_token, step.bound)
