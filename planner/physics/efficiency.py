@@ -15,7 +15,7 @@ from planner.hardware.catalog import Accelerator
 # Achieved share of peak HBM bandwidth when streaming weights and KV cache in decode. gpt-fast's
 # Llama-2-7B bf16 on one A100-80GB reads 1,397 of 2,039 GB/s (reference P-34); domain.md gives
 # 65-85% as the measured range.
-MEMORY_BANDWIDTH_EFFICIENCY = 0.84
+MEMORY_BANDWIDTH_EFFICIENCY = 0.9
 # Achieved share of peak HBM bandwidth when decode attention reads the KV cache. Paged-attention
 # kernels gather scattered blocks with one thread block per (sequence, head) and reach a lower share
 # than weight GEMV streams: vLLM's PagedAttention V1/V2 decode kernels sit well below the roof at
@@ -26,26 +26,26 @@ KV_BANDWIDTH_EFFICIENCY = 0.73
 # preparation on the CPU, kernel launches the CUDA graph does not hide, sampling and detokenisation.
 # vLLM's v0.6 profiling found the GPU idle for much of each step at small batch from this CPU work
 # (vLLM blog 2024-09-05, "vLLM v0.6.0: 2.7x throughput improvement and 5x latency reduction").
-DECODE_STEP_OVERHEAD_S = 0.0015
+DECODE_STEP_OVERHEAD_S = 0.0023
 # Extra cost of each tensor-parallel all-reduce in decode beyond the collective's own latency
 # (planner/physics/collectives.py): every all-reduce is a barrier, so each layer waits for the slowest
 # rank's kernel launches (the launch skew between ranks), twice per layer per step.
-TP_SYNC_OVERHEAD_S = 1.8e-05
+TP_SYNC_OVERHEAD_S = 8e-06
 # Weight-only quantised kernels dequantise on the fly and reach less of the roof (gpt-fast int8 and
 # int4-g32 rows, reference P-35..P-41).
-QUANTISED_BANDWIDTH_FACTOR = {"int8": 0.86, "int4": 0.62}
+QUANTISED_BANDWIDTH_FACTOR = {"int8": 1.0, "int4": 0.88}
 # MXFP4/NVFP4 weight kernels dequantise 4-bit blocks the same way; no published decode row isolates
 # them yet, so int4's fitted factor stands in (issue 28).
 FOUR_BIT_FORMATS = {"mxfp4": "int4", "nvfp4": "int4"}
 # Share of dense peak tensor FLOP/s that a transformer's GEMMs sustain end to end (clocks under load,
 # tile quantisation, kernel gaps), per CUDA compute-capability generation: Hopper reaches a lower
 # share of its higher peak than Ampere (MosaicML's H100 and A100 rows, one code base).
-GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.7, "9": 0.43}
+GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.6, "9": 0.63}
 # The share FP8 GEMMs reach of their doubled peak, relative to BF16 GEMMs' share of theirs: scaling
 # factors, casts and amax reductions lower it, FP8's larger tiles at the same shapes raise it; fitted on the
 # FP8 training rows (NeMo's Llama-3-8B on H100, reference N-8B-FP8; torchtitan's FP8 FSDP rows). The share
 # stays a share of the FP8 roof: 0.44 × 1.2 = 0.53 of H100's dense FP8 peak.
-FP8_GEMM_EFFICIENCY_FACTOR = 1.2
+FP8_GEMM_EFFICIENCY_FACTOR = 1.14
 # Share of dense peak that prefill's GEMMs sustain at large M, per CUDA compute-capability generation,
 # before their shape factor (planner/physics/prefill_compute.py): the same cuBLAS GEMMs as a training
 # forward, so the values are GEMM_EFFICIENCY_BY_GENERATION's fit on the training rows at b3eef24 (Hopper's lower
@@ -57,19 +57,19 @@ FP8_GEMM_EFFICIENCY_FACTOR = 1.2
 # training's shares to 0.79/0.59 and its in-sample error from 9.6% to 15.1% (bench/calibrate.py).
 PREFILL_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.47}
 # Fixed cost of a request before its prefill starts: HTTP, tokenisation, scheduling (NIM TTFT rows).
-REQUEST_OVERHEAD_S = 0.016
+REQUEST_OVERHEAD_S = 0.023
 # Non-matmul traffic per layer in training, bytes per token per hidden unit: Korthikanti's 34 B of
 # stored activations (reference B2) written in the forward, read in the backward, and re-read and
 # re-written by norms, residual adds, activation functions and dropout.
-NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 34
+NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 408
 # Share of a collective that hides behind the compute it overlaps (FSDP/ZeRO prefetch, DDP bucketed
 # all-reduce in the backward): NCCL kernels take SMs from the GEMMs they overlap.
-COMM_OVERLAP = 0.8
+COMM_OVERLAP = 1.0
 # Time of one step of a flat NCCL ring (all-gather, reduce-scatter) once the ring crosses nodes: every
 # one of its ranks − 1 steps waits on the slowest hop, a NIC round (EFA/InfiniBand small-message
 # latency is ~10-20 µs; nccl-tests all-gather latency grows linearly with ranks). What makes ZeRO-3 and
 # FSDP lose throughput per GPU as data parallelism grows at a fixed global batch.
-INTER_NODE_RING_STEP_S = 1.3e-05
+INTER_NODE_RING_STEP_S = 0.0
 
 # Neuron (Inferentia2, Trainium): no GPU constant above is reused. Fitted on
 # AWS's published Neuron performance tables (transformers-neuronx serving on inf2.48xlarge and
@@ -82,14 +82,14 @@ NEURON_MEMORY_BANDWIDTH_EFFICIENCY = 0.62
 # model at TP 24 reads 0.3 GB per core per step yet takes 6.4 ms, 0.2 ms per layer).
 NEURON_COLLECTIVE_LATENCY_S = 6.5e-05
 # Achieved share of NeuronLink bandwidth in ring collectives.
-NEURON_LINK_EFFICIENCY = 0.65
+NEURON_LINK_EFFICIENCY = 0.7
 # Fixed cost of a request before its first token on Neuron: the host-side launch of the compiled
 # context-encoding graph and its I/O (128-token prompts take 25-29 ms on inf2 for 0.1 GFLOP of work).
 NEURON_REQUEST_OVERHEAD_S = 0.018
 # Share of a NeuronCore's peak BF16 FLOP/s that context encoding (prefill) sustains.
-NEURON_PREFILL_EFFICIENCY = 0.31
+NEURON_PREFILL_EFFICIENCY = 0.3
 # Share of peak BF16 FLOP/s that NeuronX Distributed training GEMMs sustain.
-NEURON_GEMM_EFFICIENCY = 0.38
+NEURON_GEMM_EFFICIENCY = 0.4
 
 
 def gemm_efficiency(accel: Accelerator) -> float:
