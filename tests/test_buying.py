@@ -70,7 +70,8 @@ def test_auto_buys_spot_for_the_pretraining_run(catalog):
     spot, on_demand, block = options["spot"], options["on-demand"], options["capacity-block"]
     # p5.48xlarge us-east-1: spot 13.2182, band 5-10%; Capacity Block 39.33; on-demand 55.04 (catalog)
     assert spot.usd_per_hour == pytest.approx(16 * 13.2182) and on_demand.usd_per_hour == pytest.approx(16 * 55.04)
-    assert spot.wall_clock_s > on_demand.wall_clock_s == plan.performance.time_to_train_s
+    launch_s = on_demand.wall_clock_s - plan.performance.time_to_train_s  # one launch: 10 min + a checkpoint read
+    assert spot.wall_clock_s > on_demand.wall_clock_s and 600 < launch_s < 700
     # the run also pays its 16 gp3 root volumes while it runs (issue 27: everything provisioned is priced)
     [root] = plan.cost.provisioned
     assert root.item == "EBS gp3 root volume per node" and root.quantity == 16
@@ -245,3 +246,22 @@ def test_owned_node_break_even_utilisation(catalog):
     assert "vendor quote" in on_demand.note
     # the owned node has no cloud price: it is never the chosen plan, only the comparison
     assert plan.choice.instance_type == "p5.48xlarge"
+
+
+
+def test_every_run_pays_one_launch(catalog):
+    """A run starts with one launch (restart_minutes plus reading a checkpoint-sized state back), billed
+    like the training: without it a 4-minute QLoRA run on 8 B200s tied a 4-hour run on one L40S at $7."""
+    from planner.economics.cost import HourlyPrice
+    from planner.economics.run_pricing import run_quotes, run_storage
+
+    w = workload(**_pretrain())
+    storage = run_storage(w, 1e6, 16)
+    quote = run_quotes(w, {"on-demand": HourlyPrice(55.04, "test", "2026-01-01")}, 16, 100 * 3600, 1e6, storage)["on-demand"]
+    launch_s = 10 * 60 + storage.checkpoint_write_s  # restart_minutes defaults to 10
+    assert quote.wall_s == pytest.approx(100 * 3600 + launch_s)
+    assert quote.usd_per_run == pytest.approx(55.04 * 16 * (100 * 3600 + launch_s) / 3600)
+    small = workload(kind="fine-tuning", model={"preset": "llama-2-7b"},
+                     training={"method": "qlora", "tokens": 5e7, "sequence_length": 2048, "global_batch_tokens": 65536,
+                               "deadline_hours": 48})
+    assert plan_workload(small, catalog).choice.instance_type == "g6e.xlarge"

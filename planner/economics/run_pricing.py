@@ -69,7 +69,11 @@ def run_quotes(w: Workload, book: dict[str, HourlyPrice], nodes: int, train_s: f
     if refused:
         return {purchase: refused for purchase in book}
     restart_s = w.training.restart_minutes * 60 + storage.checkpoint_write_s  # relaunch, then read it back
-    return {purchase: training_quote(purchase, price.usd_per_hour, nodes, train_s,
+    # Every run starts with one launch (instances boot, the image is pulled, NCCL initialises, the weights are
+    # read: the same restart_minutes a spot restart pays, and a read the size of a checkpoint), billed like
+    # the training that follows; without it a 4-minute run on 8 B200s ties a 4-hour run on one L40S.
+    launched_s = train_s + restart_s
+    return {purchase: training_quote(purchase, price.usd_per_hour, nodes, launched_s,
                                      interruptions=interruptions_per_month(price.spot_interruption,
                                                                            w.constraints.spot_interruptions_per_month),
                                      checkpoint_write_s=storage.checkpoint_write_s, restart_s=restart_s)
