@@ -45,7 +45,7 @@ EXAMPLES = {"workloads": "[{name: chat-8b, kind: inference, model: llama-3.1-8b}
             "training.tokens": "2e10", "training.global_batch_tokens": "4e6", "training.deadline_hours": "168",
             "constraints.families": "[p5, g6e]", "constraints.instance_types": "[p5.48xlarge]",
             "constraints.spot_interruptions_per_month": "0.05", "constraints.max_usd_per_month": "50000",
-            "layout.nodes": "2", "layout.tensor_parallel": "8", "layout.pipeline_parallel": "2",
+            "layout.nodes": "2", "layout.tensor_parallel": "8", "layout.pipeline_parallel": "2", "layout.context_parallel": "2",
             "layout.data_parallel": "4", "layout.zero_stage": "1", "layout.micro_batch": "1", "layout.replicas": "2"}
 
 
