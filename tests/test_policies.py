@@ -278,9 +278,9 @@ def test_a_group_outside_the_cluster_placement_group_blocks():
     group.dependencies.pop("placementGroup", None)
     named(resources, "pretrain-70b-lt").props.pop("placement")
     found = [m for p, _, m in mandatory(resources) if p == "multi-node-training-network"]
-    # 24 nodes: the plan since the training search chooses pipeline schedules (p4d × 24, TP 4 × PP 16 × DP 3,
-    # at the expected estimate)
-    assert found == ["pretrain-70b-nodes: 24 training nodes outside a cluster placement group (placementGroup unset); "
+    # 16 nodes: the plan at the fourth issue-25 refit's constants (TP 2 × PP 4 × DP 16 at the expected estimate;
+    # 24 p4d before it)
+    assert found == ["pretrain-70b-nodes: 16 training nodes outside a cluster placement group (placementGroup unset); "
                      "EFA collectives need the nodes on one network spine"]
     # through the pack: the engine's property dependencies link the group to the placement group
     assert validate_stack("multi-node-training-network", stack(expected=True)) == []
@@ -440,9 +440,8 @@ def test_whole_pack_blocks_tp16_on_8_gpu_nodes():
     blocked = mandatory(resources)
     assert ("tensor-parallel-within-node", "pretrain-70b-lt") in [(p, r) for p, r, _ in blocked]
     # the nodes' user data still exports the planned TP, and the memory rule says so
-    # the planned TP is 4 since the training search chooses pipeline schedules
-    # (p4d.24xlarge × 24, TP 4 × PP 16 × DP 3)
-    assert any("says tp=16 but the nodes' user data exports 4" in m for _, _, m in blocked), blocked
+    # the planned TP is 2 at the fourth issue-25 refit's constants (16 nodes, TP 2 × PP 4 × DP 16)
+    assert any("says tp=16 but the nodes' user data exports 2" in m for _, _, m in blocked), blocked
 
 
 def test_levels_from_config():
