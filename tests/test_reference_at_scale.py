@@ -34,11 +34,12 @@ def test_narayanan_table_1_states_the_split_of_every_model_parallel_size():
     assert all(r["tp"] * r["pp"] == r["model_parallel"] for r in rows)
 
 
-def test_every_training_row_of_these_sources_is_compared_but_context_parallelism(catalog):
+def test_every_training_row_of_these_sources_is_compared(catalog):
+    """Context parallelism included (planner/physics/context_parallel.py): Llama 3's CP 16 long-context row too."""
     reasons = {r["id"]: rs.why_not(r, catalog) for s in NEW_SOURCES for r in rs.sources()[s]["rows"]}
-    assert [k for k, v in reasons.items() if v] == ["llama3-405b-16384gpu-cp16-128k"]
-    assert len(planner_chosen_ids(catalog) & set(reasons)) == 21
-    assert len(planner_chosen_ids(catalog)) == 21  # the DGX Cloud fine-tuning rows state theirs (recipe configs)
+    assert [k for k, v in reasons.items() if v] == []
+    assert len(planner_chosen_ids(catalog) & set(reasons)) == 22
+    assert len(planner_chosen_ids(catalog)) == 22  # the DGX Cloud fine-tuning rows state theirs (recipe configs)
 
 
 def test_narayanan_teraflops_are_converted_back_to_tokens_with_the_papers_eq_3(catalog):
@@ -53,15 +54,16 @@ def test_narayanan_teraflops_are_converted_back_to_tokens_with_the_papers_eq_3(c
 
 
 @pytest.mark.parametrize("row_id, predicted, measured, planners", [
-    ("nar21-1t-3072gpu", 138.03, 122.30, True),        # A100, TP 8 × PP 64, micro-batch 1 (planner's)
-    ("mlm-weak-462b-6144gpu", 349.33, 465.02, True),   # H100, TP 8 × PP 16 × DP 48
-    ("llama3-405b-16384gpu", 200.20, 405.65, True),    # H100, TP 8 × PP 16 × DP 128: fits only with full recompute
-    ("dgxc-l3-70b-ft-lora-bf16-8gpu", 366.05, 564.99, False),  # H100 LoRA, TP 2 × PP 4, v 20, micro-batch 1 (recipe)
-    ("dgxc-l3-8b-ft-sft-bf16-8gpu", 409.22, 677.99, False),    # H100, PP 1 × DP 8 (recipe), was skipped
+    ("nar21-1t-3072gpu", 118.12, 122.30, True),        # A100, TP 8 × PP 64, micro-batch 1 (planner's)
+    ("mlm-weak-462b-6144gpu", 462.90, 465.02, True),   # H100, TP 8 × PP 16 × DP 48
+    ("llama3-405b-16384gpu", 269.38, 405.65, True),    # H100, TP 8 × PP 16 × DP 128: fits only with full recompute
+    ("dgxc-l3-70b-ft-lora-bf16-8gpu", 453.58, 564.99, False),  # H100 LoRA, TP 2 × PP 4, v 20, micro-batch 1 (recipe)
+    ("dgxc-l3-8b-ft-sft-bf16-8gpu", 506.55, 677.99, False),    # H100, PP 1 × DP 8 (recipe), was skipped
 ])
 def test_one_row_per_new_source_is_pinned(compared, row_id, predicted, measured, planners):
     """Within 0.5 TFLOP/s of the figures at the committed constants (a change to the estimators moves them:
-    re-pin with the reason)."""
+    re-pin with the reason). Re-pinned at the fourth issue-25 refit (Hopper GEMM share 0.43 -> 0.63, Ampere
+    0.70 -> 0.60, 408 bytes of non-GEMM traffic per token and hidden unit): the H100 rows rose 26-35%."""
     row = compared[row_id]
     assert row.predicted == pytest.approx(predicted, abs=0.5)
     assert row.measured == pytest.approx(measured, abs=0.5)
@@ -72,7 +74,7 @@ def test_a_bloom_prequel_row_with_the_heads_its_section_states_is_pinned(compare
     """bigscience tr11 chronicles-prequel.md: 181B (hidden 14,336, 72 layers, NHEADS 64) at DP 8 × TP 8 ×
     PP 6, micro-batch 4: 121.48 s per 2,048 × 2,048 tokens on 384 A100 (the source's step time)."""
     row = compared["bloom-prequel-181b-dp8-pp6-mbs4"]
-    assert row.predicted == pytest.approx(129.09, abs=0.5)
+    assert row.predicted == pytest.approx(110.06, abs=0.5)
     assert row.measured == pytest.approx(99.93, abs=0.5)
 
 

@@ -35,7 +35,7 @@ def test_a_1500_token_prompt_is_encoded_in_the_2048_bucket_and_stalls_the_compil
     # the estimate before issue 25 encoded 1,500 tokens and read 1,625: ITL 30.2 ms, 937 tokens/s (now 35.5, 783 with the closed-loop prefill queue and the fourth refit)
     assert e.output_tokens_per_s_per_replica == pytest.approx(783.21, rel=1e-3)
     assert serving_estimate(arch, core, "bf16", "bf16", 8, 1, 29, 1500, 250, itype).inter_token_latency_s \
-        == pytest.approx(0.029242, rel=1e-3)
+        == pytest.approx(0.029440, rel=1e-3)
 
 
 def test_a_replica_with_fewer_live_requests_decodes_at_the_compiled_shape(catalog):

@@ -39,12 +39,12 @@ def test_13b_run_now_picks_full_nodes(catalog):
     # figures of $/run over the whole catalog and p5.4xlarge drops out of the top alternatives
     spec = {**LLAMA2_13B_RUN, "constraints": {**LLAMA2_13B_RUN["constraints"], "families": ["p6-b200", "p5"]}}
     plan = plan_workload(workload(**spec), catalog)
-    # 3 × 8 × B200 at $341.88/h finish in 307 h at the likely edge (1 node's estimate no longer fits 720 h there),
-    # under 6 × p5.48xlarge ($115,677/run) and 64 × p5.4xlarge ($134,989/run)
-    assert (plan.choice.instance_type, plan.choice.nodes) == ("p6-b200.48xlarge", 3)
+    # 2 × 8 × B200 at $227.93/h finish in 386 h ($87,957/run) at the fourth issue-25 refit's constants, under
+    # 4 × p5.48xlarge ($94,166/run) and 48 × p5.4xlarge ($110,461/run); 3 B200 nodes before it
+    assert (plan.choice.instance_type, plan.choice.nodes) == ("p6-b200.48xlarge", 2)
     assert plan.performance.time_to_train_s <= 720 * 3600
     single_gpu = next(a for a in plan.alternatives if a.instance_type == "p5.4xlarge")
-    assert single_gpu.reason.startswith("costlier:") and single_gpu.nodes > 3
+    assert single_gpu.reason.startswith("costlier:") and single_gpu.nodes > 2
 
 
 def test_zero3_memory_holds_gathered_blocks(arch):
