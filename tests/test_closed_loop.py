@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from bench import reference_sources
 from bench.reference_cases import Row, _serving_rows
 from planner.hardware.catalog import bundled
 from planner.physics.closed_loop import prefill_wait_s, slot_wait_s
+from tests.test_serving_effects import _row
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +59,7 @@ def test_nim_ttft_under_concurrency_within_the_12_percent_target(catalog, row_id
 
 
 def _source_row(catalog, row_id: str, metric: str) -> Row:
-    rows = [r for r in reference_sources.serving_rows(catalog, Row) if r.id == row_id and r.metric == metric]
-    assert len(rows) == 1
-    return rows[0]
+    return _row(catalog, row_id, metric)  # one published serving row (tests/test_serving_effects.py)
 
 
 @pytest.mark.parametrize("row_id", ["lmdeploy-a100-llama-2-7b-tp1-bs64-128-2048",
