@@ -58,10 +58,6 @@ def test_nim_ttft_under_concurrency_within_the_12_percent_target(catalog, row_id
     assert abs(_ttft(catalog, row_id).error) < 0.12
 
 
-def _source_row(catalog, row_id: str, metric: str) -> Row:
-    return _row(catalog, row_id, metric)  # one published serving row (tests/test_serving_effects.py)
-
-
 @pytest.mark.parametrize("row_id", ["lmdeploy-a100-llama-2-7b-tp1-bs64-128-2048",
                                     "lmdeploy-a100-llama-2-7b-tp1-bs32-2048-2048",
                                     "lmdeploy-a100-llama-2-13b-tp1-bs16-2048-2048"])
@@ -69,11 +65,11 @@ def test_a_paged_static_batch_that_fits_at_its_mean_context_starts_as_one_wave(c
     """Were 235-1,853% slow: the batch was split into waves as if each sequence held its full context
     from the start; the published first-token latency is one wave's (within 30%: the same batch's
     2,048/128 rows, one wave in any model, are 4-14% slow)."""
-    assert abs(_source_row(catalog, row_id, "TTFT").error) < 0.30
+    assert abs(_row(catalog, row_id, "TTFT").error) < 0.30
 
 
 def test_clients_beyond_the_kv_slots_queue_for_one(catalog):
     """8 clients of 28,650-token prompts on a 40 GB A100 (5 slots of Llama-3.1-8B KV) were 75% fast."""
-    row = _source_row(catalog, "accelmark-nvidia_a100_sxm4_40gbx1-suiteD-bf16-vllm0.7.3-c8", "TTFT")
+    row = _row(catalog, "accelmark-nvidia_a100_sxm4_40gbx1-suiteD-bf16-vllm0.7.3-c8", "TTFT")
     assert abs(row.error) < 0.25
 

@@ -46,6 +46,11 @@ def splits(seq: int, cp: int) -> bool:
     return cp == 1 or seq % (2 * cp) == 0
 
 
+def cp_text(cp: int) -> str:
+    """How a layout names its CP degree in plans and messages (nothing at CP 1)."""
+    return f" × CP {cp}" if cp > 1 else ""
+
+
 def kv_block_bytes(arch: Architecture, seq: int, micro_batch: int, tp: int, cp: int) -> float:
     """One ring step's transfer: K and V of seq/CP tokens of a micro-batch on one TP rank (KV heads split
     over TP, replicated once TP exceeds them), 2 · (seq/CP) · b · ⌈kv_heads/TP⌉ · head_dim · 2 B."""

@@ -100,7 +100,6 @@ def _matmul_s_per_token(arch: Architecture, accel: Accelerator, precision: str, 
     checkpointing = layout.checkpointing
     gemm = efficiency.gemm_efficiency(accel)
     linear_precision = compute_precision(precision)
-    attention_precision = "bf16" if linear_precision == "fp8" else linear_precision
     shape = layer_gemm_factor(arch, seq * layout.micro_batch // layout.cp, layout.tp, accel, accel.peak_flops(linear_precision),
                               1 if linear_precision == "fp8" else 2)
     linear_efficiency = shape * gemm * (efficiency.FP8_GEMM_EFFICIENCY_FACTOR if linear_precision == "fp8" else 1.0)
@@ -110,7 +109,7 @@ def _matmul_s_per_token(arch: Architecture, accel: Accelerator, precision: str, 
     # 12·L·h·s that the MFU definition counts (Dao 2023, FlashAttention-2 §3.1).
     attention = (12 * arch.layers * arch.hidden_size * seq + extra_attention) / (2 if accel.supports.flash_attention else 1)
     return (linear / (accel.peak_flops(linear_precision) * linear_efficiency)
-            + attention / (accel.peak_flops(attention_precision) * gemm))
+            + attention / _attention_flops_per_s(accel, precision))
 
 
 def _dequantise_s(work: TrainingWork, accel: Accelerator, layout: TrainingLayout) -> float:
@@ -247,7 +246,7 @@ def step_parts(arch: Architecture, itype: InstanceType, accel: Accelerator, prec
 
 
 def _attention_flops_per_s(accel: Accelerator, precision: str) -> float:
-    """The attention core's rate, as _matmul_s_per_token charges it: 16-bit (FP8 training too) at the GEMM share."""
+    """The attention core's rate (_matmul_s_per_token, the CP ring's overlap): 16-bit, FP8 training too, at the GEMM share."""
     linear = compute_precision(precision)
     return accel.peak_flops("bf16" if linear == "fp8" else linear) * efficiency.gemm_efficiency(accel)
 

@@ -9,6 +9,7 @@ from planner.report.buying import managed_lines, markdown_sections, purchase_row
 from planner.report.mdsafe import md_code, md_text
 from planner.report.noise import grouped_rejections, method_text
 from planner.physics.pipeline_schedule import describe
+from planner.physics.context_parallel import cp_text
 from planner.workload.plan import Plan, PlanSet
 from planner.hardware.units import GIB
 
@@ -48,8 +49,7 @@ def layout_text(p: Plan) -> str:
         return f"{text}, {lay.replicas} replica(s), batch {lay.batch_per_replica} per replica{compiled}"
     experts = f" (experts over EP {lay.expert_parallel} devices, carved from DP)" if spread else ""
     schedule = f", {describe(lay.pipeline_schedule, lay.virtual_stages or 1)} schedule" if lay.pipeline_schedule else ""
-    cp = f" × CP {lay.context_parallel}" if lay.context_parallel > 1 else ""
-    return (f"{text} × DP {lay.data_parallel}{cp}{experts}, ZeRO-{lay.zero_stage}, micro-batch {lay.micro_batch} × "
+    return (f"{text} × DP {lay.data_parallel}{cp_text(lay.context_parallel)}{experts}, ZeRO-{lay.zero_stage}, micro-batch {lay.micro_batch} × "
             f"{lay.microbatches} micro-batches{schedule}, {lay.activation_checkpointing} recompute")
 
 

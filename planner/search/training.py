@@ -9,7 +9,7 @@ from functools import cache
 from planner.physics.bands import memory_fit_factor, slow_factor
 from planner.search.candidates import Candidate, Miss, memory_miss, pinned_tp_miss, tensor_parallel_options
 from planner.hardware.catalog import Accelerator, InstanceType
-from planner.physics.context_parallel import CP_DEGREES, CP_MIN_SEQUENCE_TOKENS, splits
+from planner.physics.context_parallel import CP_DEGREES, CP_MIN_SEQUENCE_TOKENS, cp_text, splits
 from planner.physics.expert_training import ep_options, ep_pin_miss, ep_text
 from planner.physics.memory import TrainingSetup, training_memory
 from planner.search.pricing import TypePrices
@@ -284,10 +284,6 @@ class _TrainingSearch:
         if self.collect is not None:
             self.collect.append(cand)
         return improved
-
-
-def cp_text(cp: int) -> str:
-    return f" × CP {cp}" if cp > 1 else ""
 
 
 def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, ckpts, zeros, mbs, memory, eps=(1,),
