@@ -15,7 +15,7 @@ from planner.physics.memory import TrainingSetup
 from planner.physics.pipeline_schedule import schedule_options
 from planner.physics.training_time import TrainingLayout, step_from_parts, step_parts, training_work
 from planner.pipeline import frontier, plan_workload
-from planner.search.step_floor import tokens_per_s_ceiling
+from planner.search.step_floor import layout_tokens_per_s_ceiling, tokens_per_s_ceiling
 from planner.search.tables import clear_search_tables
 from planner.workload.errors import InfeasibleError
 from planner.workload.spec import parse_workloads
@@ -55,18 +55,23 @@ def test_memoised_parts_and_the_ceiling_against_a_fresh_step(arch, catalog, mode
     setup = TrainingSetup(method, precision, "adamw", "auto", 16, 4096)
     work = training_work(a, setup)
     memo: dict = {}
-    checked = 0
+    checked = tight = 0
     for tp, pp, dp, zero, mb, m, ck, ep in _layouts(a, itype.accelerators_per_node, a.is_moe):
         base = TrainingLayout(tp, pp, dp, zero, mb, m, ck, ep=ep)
         fresh = step_parts(a, itype, accel, precision, 4096, base, work)
         assert step_parts(a, itype, accel, precision, 4096, base, work, memo) == fresh  # every float, bit for bit
         ceiling = tokens_per_s_ceiling(a, itype, accel, precision, 4096, work, tp, pp, dp, mb, m, ck, memo)
+        # with its exposed data-parallel time: lower, and still above every schedule's tokens/s
+        with_dp = layout_tokens_per_s_ceiling(a, itype, accel, precision, 4096, work, tp, pp, dp, mb, m, ck, zero, ep, memo)
+        assert with_dp <= ceiling
         for schedule, v in schedule_options(pp, a.layers, not accel.is_neuron):
             layout = TrainingLayout(tp, pp, dp, zero, mb, m, ck, schedule, v, ep)
             est = step_from_parts(fresh, a, 4096, layout, 1.0e9, work)
-            assert est.tokens_per_s <= ceiling
+            assert est.tokens_per_s <= with_dp
             checked += 1
+            tight += est.tokens_per_s > 0.9 * with_dp
     assert checked > 500
+    assert tight > checked / 10  # a ceiling that holds because it is far above every layout would spare nothing
 
 
 def _spec(raw: dict):
@@ -116,6 +121,7 @@ def test_the_ceiling_skips_layouts_and_moves_no_plan(raw, monkeypatch):
     monkeypatch.setattr(search_training, "step_parts", counted)
     with_ceiling, timed_with = _outcome(w, catalog), len(timed)
     monkeypatch.setattr(search_training, "tokens_per_s_ceiling", lambda *args: math.inf)
+    monkeypatch.setattr(search_training, "layout_tokens_per_s_ceiling", lambda *args: math.inf)
     timed.clear()
     without = _outcome(w, catalog)
     assert with_ceiling == without

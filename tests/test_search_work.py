@@ -4,11 +4,14 @@ storage and purchase options are priced once, not once for the storage check and
 
 from __future__ import annotations
 
+import pytest
+
 import planner.economics.run_pricing as rp
 import planner.search.training as st
 from planner.hardware.catalog import bundled
 from planner.pipeline import plan_workload
 from planner.search.tables import clear_search_tables
+from planner.workload.errors import InfeasibleError
 from planner.workload.spec import parse_workloads
 
 TRAINING_405B = {"name": "train-405b", "kind": "training", "model": {"preset": "llama-3.1-405b"},
@@ -130,3 +133,53 @@ def test_a_layout_that_cannot_win_is_left_unpriced(monkeypatch):
     monkeypatch.setattr(rp, "unpriced_verdict", lambda *a: None)
     _search_all(_workload(SHAPES[2]))
     assert skipping < 0.7 * len(planned)  # 760 of 1,281 when written
+
+
+def test_nearest_miss_is_the_first_of_the_least_whether_worded_then_or_deferred():
+    """Miss.nearer folded in order: the least (−stage, shortfall) wins, the earlier of equals; a deferred miss
+    takes its place in that order when read, and is worded only then."""
+    from planner.search.candidates import Miss, NearestMiss
+
+    worded: list[str] = []
+
+    def later(reason, shortfall, stage=2):
+        return lambda: worded.append(reason) or Miss(reason, shortfall, stage=stage)
+
+    log = NearestMiss()
+    log.note(Miss("memory", 1.5, stage=1))
+    log.defer(later("late a", 1.2))
+    log.note(Miss("late b", 1.2, stage=2))  # equal to the deferred one, after it: the deferred one wins
+    log.defer(later("late c", 1.1))
+    assert worded == []
+    assert log.nearest.reason == "late c" and worded == ["late a", "late c"]
+    assert log.nearest.reason == "late c" and worded == ["late a", "late c"]  # worded once
+
+    ties = NearestMiss()
+    ties.note(Miss("first", 1.2, stage=2))
+    ties.defer(later("second", 1.2))
+    assert ties.nearest.reason == "first"
+
+
+def test_a_late_run_is_priced_only_when_its_type_has_nothing_in_time(monkeypatch):
+    """A type with a feasible run never prices the late layouts met before it; a type with none words the
+    nearest of them exactly as pricing each would (the chosen-plan corpus pins the texts)."""
+    from planner.economics import run_pricing
+
+    offers = []
+    real = run_pricing.BookPrices.offer
+
+    def counted(self, nodes, *rest):
+        offers.append(nodes)
+        return real(self, nodes, *rest)
+
+    monkeypatch.setattr(run_pricing.BookPrices, "offer", counted)
+    clear_search_tables()
+    w = _workload({**TRAINING_405B, "constraints": {"max_nodes": 512, "instance_types": ["p5.48xlarge"]}})
+    plan = plan_workload(w, bundled())
+    assert plan.choice.instance_type == "p5.48xlarge"
+    # the walk meets node counts too small for the deadline first: none of them is priced
+    assert min(offers) >= plan.choice.nodes // 2
+    late = _workload({**TRAINING_405B, "constraints": {"max_nodes": 64, "instance_types": ["p5.48xlarge"]}})
+    with pytest.raises(InfeasibleError, match=r"p5\.48xlarge: 5,084 h to train \(likely: the 80% band's slow edge\) > "
+                                              r"deadline 2160 h at 64 node\(s\), TP 2 × PP 1 × DP 256$"):
+        plan_workload(late, bundled())

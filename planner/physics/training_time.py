@@ -132,12 +132,26 @@ def _data_parallel_s(work: TrainingWork, itype: InstanceType, accel: Accelerator
     Per-micro-batch traffic overlaps that micro-batch's compute; per-step traffic the last backward.
     With expert parallelism the routed experts' share reduces over the dp/ep expert-data-parallel
     ranks, each holding 1/ep of them (planner/physics/expert_training.py)."""
-    m = layout.microbatches
     if layout.dp <= 1:
         return 0.0
-    per_microbatch, per_step = traffic_s or _dp_traffic_s(work, itype, accel, layout, arch)
-    compute_per_microbatch = compute_s / m
-    exposed = m * max(0.0, per_microbatch - efficiency.COMM_OVERLAP * compute_per_microbatch)
+    return exposed_dp_s(traffic_s or _dp_traffic_s(work, itype, accel, layout, arch), compute_s, layout.microbatches)
+
+
+def dp_traffic_memo(work: TrainingWork, itype: InstanceType, accel: Accelerator, layout: TrainingLayout,
+                    arch: Architecture, memo: dict) -> tuple[float, float]:
+    """_dp_traffic_s of a layout whose DP ranks hold the same weights (CP folded into DP), kept in step_parts'
+    memo by the fields it reads: TP, PP, DP, ZeRO and EP (the search's layout ceiling reads it too)."""
+    key = ("dp", layout.tp, layout.pp, layout.dp, layout.zero, layout.ep)
+    if (traffic := memo.get(key)) is None:
+        traffic = memo[key] = _dp_traffic_s(work, itype, accel, layout, arch)
+    return traffic
+
+
+def exposed_dp_s(traffic: tuple[float, float], compute_s: float, microbatches: int) -> float:
+    """Exposed data-parallel time of a step from its (per micro-batch, per step) collectives (_data_parallel_s)."""
+    per_microbatch, per_step = traffic
+    compute_per_microbatch = compute_s / microbatches
+    exposed = microbatches * max(0.0, per_microbatch - efficiency.COMM_OVERLAP * compute_per_microbatch)
     exposed += max(0.0, per_step - efficiency.COMM_OVERLAP * compute_per_microbatch * 2 / 3)
     return exposed
 
@@ -235,10 +249,8 @@ def step_parts(arch: Architecture, itype: InstanceType, accel: Accelerator, prec
     pp_link = inter_node_bytes_per_s(itype) if devices > apn else intra
     # gradients reduce over the DP × CP ranks, which all hold the same weights (context_parallel.py)
     grads_layout = replace(layout, dp=dp * cp, cp=1) if cp > 1 else layout
-    traffic_key = ("dp", tp, pp, dp * cp, layout.zero, layout.ep)
-    if dp * cp > 1 and (traffic := memo.get(traffic_key)) is None:
-        traffic = memo[traffic_key] = _dp_traffic_s(work, itype, accel, grads_layout, arch)
-    dp_s = _data_parallel_s(work, itype, accel, grads_layout, compute_s, arch, traffic if dp * cp > 1 else None)
+    traffic = dp_traffic_memo(work, itype, accel, grads_layout, arch, memo) if dp * cp > 1 else None
+    dp_s = _data_parallel_s(work, itype, accel, grads_layout, compute_s, arch, traffic)
     ep_s = all_to_all_step_s(arch, itype, accel, tp, pp, layout.ep, b, m, seq // cp, ck)
     cp_s = cp_step_s(arch, itype, accel, seq, tp, pp, cp, b, m, ck, _attention_flops_per_s(accel, precision)) if cp > 1 else 0.0
     return StepParts(devices, tokens, peak, bandwidth, matmul_s, nonmatmul_s, experts_s, adapters_s, compute_s, tp_s,

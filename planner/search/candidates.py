@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 from planner.hardware.catalog import Accelerator, InstanceType
 from planner.physics.memory import MemoryBreakdown
@@ -26,6 +27,43 @@ class Miss:
         if other is None:
             return self
         return self if (-self.stage, self.shortfall) < (-other.stage, other.shortfall) else other
+
+
+class NearestMiss:
+    """A search's nearest miss: Miss.nearer folded over every miss in the order they arise (the first of the
+    least (−stage, shortfall) wins). A miss that is costly to word (pricing a run only to say it is late) may
+    be deferred: it is worded when the miss is read, in its place in that order, and never when a feasible
+    layout was found first (then nobody reads it)."""
+
+    def __init__(self):
+        self._miss: Miss | None = None
+        self._at = -1  # the position of _miss in the order
+        self._count = 0
+        self._deferred: list[tuple[int, Callable[[], Miss]]] = []
+
+    def nearer_than_worded(self, stage: int, shortfall: float) -> bool:
+        """Whether a miss of this stage and shortfall would beat the worded ones (to spare wording one that cannot)."""
+        return self._miss is None or (-stage, shortfall) < (-self._miss.stage, self._miss.shortfall)
+
+    def note(self, miss: Miss) -> None:
+        if self.nearer_than_worded(miss.stage, miss.shortfall):
+            self._miss, self._at = miss, self._count
+        self._count += 1
+
+    def defer(self, word: Callable[[], Miss]) -> None:
+        self._deferred.append((self._count, word))
+        self._count += 1
+
+    @property
+    def nearest(self) -> Miss | None:
+        for at, word in self._deferred:
+            miss, key = word(), None
+            key = (-miss.stage, miss.shortfall)
+            if self._miss is None or key < (-self._miss.stage, self._miss.shortfall) or \
+                    (key == (-self._miss.stage, self._miss.shortfall) and at < self._at):
+                self._miss, self._at = miss, at
+        self._deferred.clear()
+        return self._miss
 
 
 @dataclass

@@ -18,7 +18,8 @@ from functools import lru_cache
 from typing import Iterator
 
 from planner.physics.pipeline_schedule import bubble_fraction, schedule_options
-from planner.physics.training_time import device_s_per_token_floor
+from planner.physics import efficiency
+from planner.physics.training_time import TrainingLayout, device_s_per_token_floor, dp_traffic_memo, exposed_dp_s
 
 # The ceiling is compared with figures summed in another order: it is raised by this share, far above
 # float rounding, so it is never below a figure it is a ceiling of.
@@ -42,6 +43,37 @@ def tokens_per_s_ceiling(arch, itype, accel, precision: str, seq: int, work, tp:
     bubble = bubble_floor(pp, arch.layers, not accel.is_neuron, microbatches)
     return tp * pp * dp * cp / (compute * (1 + bubble) + tp_part) * (1 + ROUNDING_MARGIN)
 
+
+
+def layout_tokens_per_s_ceiling(arch, itype, accel, precision: str, seq: int, work, tp: int, pp: int, dp: int,
+                                micro_batch: int, microbatches: int, checkpointing: str, zero: int, ep: int,
+                                memo: dict, cp: int = 1) -> float:
+    """tokens_per_s_ceiling with the exposed data-parallel time, once the ZeRO stage and EP degree are known.
+
+    Why it is a ceiling: the step is c·(1 + bubble) + tp_s + exposed(c) + (PP, EP, CP, optimizer ≥ 0) where c is
+    the layout's compute_s ≥ c0 = tokens/devices × the compute floor, and exposed(c) is the data-parallel
+    time step_parts charges (training_time.exposed_dp_s: m·max(0, a − k·c/m) + max(0, q − k·c·2/(3m)) with the
+    same collectives a, q and overlap k). g(c) = c·(1 + bubble_min) + exposed(c) is convex and piecewise linear
+    in c (a sum of a line and two hinges), so its least value over c ≥ c0 is at c0 or at a hinge above c0;
+    the step is at least that plus tp_s, whatever the schedule."""
+    key = ("floor", tp, pp, micro_batch, checkpointing, cp)
+    if (floor := memo.get(key)) is None:
+        floor = memo[key] = device_s_per_token_floor(arch, itype, accel, precision, seq, work, tp, pp, micro_batch,
+                                                     checkpointing, memo, cp)
+    compute, tp_part = floor
+    devices, tokens = tp * pp * dp * cp, microbatches * micro_batch * dp * seq
+    per_device = tokens / devices
+    bubble = bubble_floor(pp, arch.layers, not accel.is_neuron, microbatches)
+    c0 = per_device * compute
+    if dp * cp > 1:
+        traffic = dp_traffic_memo(work, itype, accel, TrainingLayout(tp, pp, dp * cp, zero, micro_batch, microbatches,
+                                                                     checkpointing, ep=ep), arch, memo)
+        overlap = efficiency.COMM_OVERLAP
+        hinges = (microbatches * traffic[0] / overlap, 1.5 * microbatches * traffic[1] / overlap) if overlap > 0 else ()
+        least = min(c * (1 + bubble) + exposed_dp_s(traffic, c, microbatches) for c in (c0, *hinges) if c >= c0)
+    else:
+        least = c0 * (1 + bubble)
+    return tokens / (least + per_device * tp_part) * (1 + ROUNDING_MARGIN)
 
 
 def degrees_ceilings(arch, itype, accel, precision: str, seq: int, work, tp: int, pp: int, dp: int, seqs: int,

@@ -47,7 +47,20 @@ def fit_table(arch, setup: TrainingSetup, precision: str, seqs: int, itype: Inst
     return _lru_table(_FIT_TABLES, key, FIT_TABLES_KEPT)
 
 
+# step_parts' memo (planner/physics/training_time.py) and the search's tokens/s ceilings
+# (planner/search/step_floor.py) are physics of the model, setup and type alone: kept across the searches of a
+# process like the fits (a file of 5,000 workloads of a few models asks the same ones again).
+_STEP_TABLES: dict[tuple, dict] = {}
+
+
+def step_table(arch, setup: TrainingSetup, itype: InstanceType, accel: Accelerator) -> dict:
+    """The step memo for this model, setup and type; exact, its entries being pure functions of their keys."""
+    key = (arch.model_dump_json(), setup, itype.model_dump_json(), accel.model_dump_json())
+    return _lru_table(_STEP_TABLES, key, FIT_TABLES_KEPT)
+
+
 def clear_search_tables() -> None:
     """Forget every table (a cold search, as a new process runs it: benchmarks and tests)."""
     _MEMORY_TABLES.clear()
     _FIT_TABLES.clear()
+    _STEP_TABLES.clear()

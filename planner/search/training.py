@@ -7,14 +7,15 @@ import math
 from functools import cache
 
 from planner.physics.bands import memory_fit_factor, slow_factor
-from planner.search.candidates import Candidate, Miss, memory_miss, pinned_tp_miss, tensor_parallel_options
+from planner.search.candidates import (Candidate, Miss, NearestMiss, memory_miss, pinned_tp_miss,
+                                       tensor_parallel_options)
 from planner.hardware.catalog import Accelerator, InstanceType
 from planner.physics.context_parallel import CP_DEGREES, CP_MIN_SEQUENCE_TOKENS, cp_text, splits
 from planner.physics.expert_training import ep_options, ep_pin_miss, ep_text
 from planner.physics.memory import TrainingSetup, training_memory
 from planner.search.pricing import TypePrices
-from planner.search.step_floor import degrees_ceilings, tokens_per_s_ceiling
-from planner.search.tables import fit_table, memory_table
+from planner.search.step_floor import degrees_ceiling, layout_tokens_per_s_ceiling, tokens_per_s_ceiling
+from planner.search.tables import fit_table, memory_table, step_table
 from planner.physics.pipeline_schedule import memory_virtual_stages, schedule_options
 from planner.physics.training_time import (TrainingLayout, model_flops_per_token, step_from_parts, step_parts,
                                            training_work)
@@ -80,12 +81,13 @@ def best_training(w: Workload, itype: InstanceType, accel: Accelerator, prices: 
     nodes_options, single_node_only = ruled
     search = _TrainingSearch(w, itype, accel, prices, collect, nodes_options)
     search.sweep(search.cps)
-    if search.best is None and search.miss is not None and search.miss.stage == 1 and search.cps == (1,) \
+    if search.best is None and search.misses.nearest is not None and search.misses.nearest.stage == 1 \
+            and search.cps == (1,) \
             and not w.layout.context_parallel:
         search.sweep(context_parallel_options(w, accel, activations_short=True))  # CP where nothing else fits
     if search.best is not None:
         return search.best
-    miss = search.miss
+    miss = search.misses.nearest
     if single_node_only:
         return Miss(f"{miss.reason}; {single_node_only}", miss.shortfall, stage=miss.stage) if miss else Miss(single_node_only)
     return miss or Miss("no layout of this type fits the pins in layout:")
@@ -128,6 +130,13 @@ def _type_rules(w: Workload, itype: InstanceType, accel: Accelerator) -> Miss | 
 _STOP = "stop"  # a node count after which no larger one can fit this (TP, PP)
 
 
+@cache
+def _dividing(nodes_options: tuple[int, ...], devices_per_node: int, group: int) -> tuple[int, ...]:
+    """The node counts whose devices split into whole TP × PP × CP groups: try_nodes counts no other
+    (it returns None for them, which moves neither the best nor the patience)."""
+    return tuple(n for n in nodes_options if n * devices_per_node % group == 0)
+
+
 class _TrainingSearch:
     """One type's search state: the options it walks, the memory it has sized, the best run and the
     nearest miss so far."""
@@ -139,7 +148,6 @@ class _TrainingSearch:
         self.nodes_options, neuron = nodes_options, accel.is_neuron
         # Read once: w.architecture resolves the preset on every access, and the loops below ask it ~20,000 times.
         self.arch, self.neuron, self.flash = arch, neuron, accel.supports.flash_attention
-        self.step_memo: dict = {}  # step_parts' pieces for this type (planner/physics/training_time.py)
         platform = "neuron" if neuron else "gpu"
         self.usable = accel.memory_bytes * (1 - c.memory_headroom)
         # constraints.confidence likely: the memory must fit at the high edge of memory.band
@@ -149,6 +157,7 @@ class _TrainingSearch:
             if self.grow > 1 else ""
         self.setup = TrainingSetup(t.method, w.precision, t.optimizer, t.grad_precision, t.lora_rank, t.sequence_length)
         self.seqs = global_batch_sequences(w)
+        self.step_memo = step_table(arch, self.setup, itype, accel)  # step_parts' pieces (physics/training_time.py)
         self.work = training_work(arch, self.setup)
         self.ckpts = CHECKPOINTING if t.activation_checkpointing == "auto" else (t.activation_checkpointing,)
         # constraints.confidence likely: the deadline must hold at the slow edge of the 80% band
@@ -163,7 +172,7 @@ class _TrainingSearch:
         self.fits = fit_table(arch, self.setup, w.precision, self.seqs, itype, accel, self.fit_usable)
         self.best: Candidate | None = None
         self.best_usd: float | None = None  # best.rank_key[0]
-        self.miss: Miss | None = None
+        self.misses = NearestMiss()
 
     def memory(self, tp, pp, dp, zero, mb, ck, ep=1, virtual_stages=1, cp=1):
         """(micro-batches per step, memory) of one layout, sized once per search (planner/search/tables.py)."""
@@ -185,7 +194,7 @@ class _TrainingSearch:
     def walk_nodes(self, tp: int, pp: int, cp: int = 1) -> None:
         """Node counts smallest first, until NODE_PATIENCE larger ones in a row fail to beat the best."""
         worse_in_a_row = 0
-        for nodes in self.nodes_options:
+        for nodes in _dividing(self.nodes_options, self.itype.accelerators_per_node, tp * pp * cp):
             if self.collect is None and worse_in_a_row >= NODE_PATIENCE:
                 break
             improved = self.try_nodes(tp, pp, nodes, cp)
@@ -205,23 +214,22 @@ class _TrainingSearch:
         if pins.data_parallel and dp != pins.data_parallel:
             return None
         if dp * min(mbs) > self.seqs:
-            self.miss = Miss(f"a global batch of {self.seqs} sequences cannot feed {dp} data-parallel ranks "
-                             f"at {nodes} nodes (raise training.global_batch_tokens)", dp * min(mbs) / self.seqs).nearer(self.miss)
+            self.misses.note(Miss(f"a global batch of {self.seqs} sequences cannot feed {dp} data-parallel ranks "
+                                  f"at {nodes} nodes (raise training.global_batch_tokens)", dp * min(mbs) / self.seqs))
             return _STOP
         eps = ep_options(self.arch, w.training.method, dp, pins.expert_parallel, tp)  # MoE: TP-only experts, or EP
         if not eps:
-            self.miss = Miss(ep_pin_miss(self.arch, pins.expert_parallel, tp, dp)).nearer(self.miss)
+            self.misses.note(Miss(ep_pin_miss(self.arch, pins.expert_parallel, tp, dp)))
             return None
         _, lean = self.memory(tp, pp, dp, max(zeros), min(mbs), ckpts[-1], max(eps), 1, cp)
         if lean.total > self.fit_usable:
             # a miss is only reported when nothing fits (then best stays None), and only the nearest is
             # worded (Miss.nearer's order; memory_miss's shortfall is required ÷ usable, at stage 1)
-            if self.best is None and (self.miss is None or (-1, lean.total * self.grow / self.usable)
-                                      < (-self.miss.stage, self.miss.shortfall)):
-                self.miss = memory_miss(self.itype, self.accel, self.usable, lean.total * self.grow,
+            if self.best is None and self.misses.nearer_than_worded(1, lean.total * self.grow / self.usable):
+                self.misses.note(memory_miss(self.itype, self.accel, self.usable, lean.total * self.grow,
                                         f"at {nodes} node(s), TP {tp} × PP {pp} × DP {dp}{cp_text(cp)}{ep_text(max(eps))}, "
                                         f"ZeRO-{max(zeros)}, micro-batch {min(mbs)}, {ckpts[-1]} recompute"
-                                        f"{self.fit_edge}")
+                                        f"{self.fit_edge}"))
             return None
         fit_key = (tp, pp, dp, ckpts, zeros, mbs, eps) + ((cp,) if cp > 1 else ())
         if fit_key not in self.fits and self.late_at_ceiling(tp, pp, dp, cp):
@@ -242,35 +250,39 @@ class _TrainingSearch:
         t = self.w.training
         if self.best is None or not t.deadline_hours:
             return False
-        deadline_s, tokens, slow = t.deadline_hours * 3600, t.tokens, self.slow
-        # late at the largest ceiling ⇔ late at every one (tokens ÷ x falls as x rises, rounding included)
-        return all(tokens / ceiling * slow > deadline_s for ceiling in degrees_ceilings(
-            self.arch, self.itype, self.accel, self.w.precision, self.setup.seq, self.work, tp, pp, dp, self.seqs,
-            self.mbs, self.ckpts, self.step_memo, cp))
+        key = ("ceiling", tp, pp, dp, cp, self.seqs, self.mbs, self.ckpts)  # physics only: kept with the step memo
+        if (ceiling := self.step_memo.get(key)) is None:
+            ceiling = self.step_memo[key] = degrees_ceiling(
+                self.arch, self.itype, self.accel, self.w.precision, self.setup.seq, self.work, tp, pp, dp, self.seqs,
+                self.mbs, self.ckpts, self.step_memo, cp)
+        # late at the largest ceiling ⇔ late at every one (tokens ÷ x falls as x rises, rounding included);
+        # no micro-batch feeding the ranks (ceiling 0) is late too
+        return ceiling == 0.0 or t.tokens / ceiling * self.slow > t.deadline_hours * 3600
 
     def price_run(self, tp: int, pp: int, dp: int, nodes: int, layout: tuple, mem, est, cp: int = 1) -> bool | None:
         """The run at its cheapest option that meets the deadline, kept if it beats the best so far."""
         t, prices, slow = self.w.training, self.prices, self.slow
         time_to_train_s = t.tokens / est.tokens_per_s
+        states_bytes = mem.weights + mem.gradients + mem.optimizer
+
+        def priced():
+            return prices.offer(nodes, time_to_train_s, est.tokens_per_s, states_bytes, self.itype.accelerators_per_node)
+
+        if self.best is None and t.deadline_hours and time_to_train_s * slow > t.deadline_hours * 3600:
+            # Late under every option (each quote takes at least train_s: run_quotes adds the launch, spot its
+            # losses), so pricing it would only word the miss: that is deferred to when it is read (issue 29).
+            self.misses.defer(lambda: self._offer_miss(priced(), nodes, tp, pp, dp, cp))
+            return None
         verdict = None if self.best_usd is None or self.collect is not None else prices.verdict(
             nodes, time_to_train_s, est.tokens_per_s, self.best_usd, slow)
         if verdict is not None:  # what its pricing would conclude (it cannot be the best)
             return False if verdict == "worse" else None
-        offer = prices.offer(nodes, time_to_train_s, est.tokens_per_s, mem.weights + mem.gradients + mem.optimizer,
-                             self.itype.accelerators_per_node)
-        if offer.refusal or not offer.quotes:
-            self.miss = Miss(offer.refusal or "; ".join(offer.reasons),
-                             offer.refusal_shortfall if offer.refusal else math.inf, stage=2).nearer(self.miss)
+        offered = priced()
+        in_time = [q for q in offered.quotes if not t.deadline_hours or q.wall_s * slow <= t.deadline_hours * 3600]
+        if offered.refusal or not in_time:
+            self.misses.note(self._offer_miss(offered, nodes, tp, pp, dp, cp))
             return None
-        in_time = [q for q in offer.quotes if not t.deadline_hours or q.wall_s * slow <= t.deadline_hours * 3600]
-        if not in_time:
-            fastest = min(offer.quotes, key=lambda q: q.wall_s)
-            self.miss = Miss(f"{fastest.wall_s * slow / 3600:,.0f} h to train{self.edge} > deadline {t.deadline_hours:g} h at "
-                             f"{nodes} node(s), TP {tp} × PP {pp} × DP {dp}{cp_text(cp)}"
-                             + (f" ({fastest.purchase})" if len(prices.book) > 1 or fastest.purchase != "on-demand" else ""),
-                             fastest.wall_s * slow / (t.deadline_hours * 3600), stage=2).nearer(self.miss)
-            return None
-        quote, storage_h = in_time[0], offer.storage_usd_per_hour
+        quote, storage_h = in_time[0], offered.storage_usd_per_hour
         cand = Candidate(self.itype, self.accel, prices.book[quote.purchase], nodes, tp, pp, dp, 1, mem, self.usable, est,
                          nodes * quote.usd_per_instance_hour, quote.usd_per_run + storage_h * quote.wall_s / 3600,
                          storage_usd_per_hour=storage_h, zero=layout[0],
@@ -284,6 +296,18 @@ class _TrainingSearch:
         if self.collect is not None:
             self.collect.append(cand)
         return improved
+
+    def _offer_miss(self, offer, nodes: int, tp: int, pp: int, dp: int, cp: int) -> Miss:
+        """Why a priced run cannot be bought in time: storage refused, no option quotes, or late under each."""
+        t, slow = self.w.training, self.slow
+        if offer.refusal or not offer.quotes:
+            return Miss(offer.refusal or "; ".join(offer.reasons),
+                        offer.refusal_shortfall if offer.refusal else math.inf, stage=2)
+        fastest = min(offer.quotes, key=lambda q: q.wall_s)
+        return Miss(f"{fastest.wall_s * slow / 3600:,.0f} h to train{self.edge} > deadline {t.deadline_hours:g} h at "
+                    f"{nodes} node(s), TP {tp} × PP {pp} × DP {dp}{cp_text(cp)}"
+                    + (f" ({fastest.purchase})" if len(self.prices.book) > 1 or fastest.purchase != "on-demand" else ""),
+                    fastest.wall_s * slow / (t.deadline_hours * 3600), stage=2)
 
 
 def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, ckpts, zeros, mbs, memory, eps=(1,),
@@ -314,6 +338,12 @@ def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, c
                     if pp == 1:
                         break  # no schedule of it can be faster than the best (planner/search/step_floor.py)
                     continue  # a smaller micro-batch means more of them, a narrower bubble: its ceiling may be higher
+                if best is not None and layout_tokens_per_s_ceiling(arch, itype, accel, w.precision, setup.seq, work, tp,
+                                                                    pp, dp, mb, m, ck, zero, ep, step_memo, cp) \
+                        < best[2].tokens_per_s:
+                    if pp == 1:
+                        break  # the same, with its data-parallel time
+                    continue
                 parts = None  # the schedule-free part of the step, shared by every schedule below
                 for schedule, v in schedules:
                     vm = memory_virtual_stages(schedule, v)
