@@ -16,6 +16,7 @@ from planner.report.assemble import build_plan
 from planner.search.candidates import Candidate, Miss
 from planner.search.sweep import raise_infeasible
 from planner.search.sweep import search_types as search_priced
+from planner.search.sweep import search_types_and_twin
 from planner.workload.defaults import interactive_defaults
 from planner.workload.errors import SpecError
 from planner.workload.plan import Plan
@@ -112,13 +113,14 @@ def frontier(w: Workload, catalog: Catalog, correct: Callable[[Plan], Plan] | No
 
     w, _ = interactive_defaults(w)  # the targets the plan is held to, marked on the chart
     target = checked_target(w, catalog)
-    feasible, misses = search_types(w, catalog, target)
+    pool: list[Candidate] = []
+    twin = relaxed(w)
+    feasible, misses = search_types_and_twin(w, twin, catalog, target, type_prices(w, catalog),
+                                             type_prices(twin, catalog), pool)
     if not feasible:
         raise_infeasible(w, misses)
     rank_on_one_rule(feasible, catalog, w.constraints.region, target)
     chosen = min(feasible, key=lambda c: c.rank_key)
-    pool: list[Candidate] = []
-    search_types(relaxed(w), catalog, target, pool)
     rank_on_one_rule(pool, catalog, w.constraints.region, target)
     # The relaxed pool holds every layout the constrained search could choose; it is kept as a point even
     # where the pool holds a no costlier, no slower layout (training's node patience can pass one over).

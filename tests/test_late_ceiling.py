@@ -4,12 +4,22 @@ the search times, and skipping changes no type's best, no miss, no frontier."""
 
 from __future__ import annotations
 
+import pytest
+
 import planner.search.training as st
 from planner.hardware.catalog import bundled
 from planner.pipeline import frontier
 from planner.search.step_floor import degrees_ceiling
 from planner.search.tables import clear_search_tables
 from tests.test_search_work import SHAPES, TRAINING_405B, _search_all, _workload
+
+
+@pytest.fixture(autouse=True)
+def _one_process(monkeypatch):
+    """These tests count the search's work through patched functions, so all of it runs in this process (a
+    forked helper, planner/search/split.py, would count its share in its own memory)."""
+    monkeypatch.setenv("GPUPLAN_WORKERS", "1")
+
 
 AT_4096 = {**TRAINING_405B, "constraints": {"max_nodes": 4096}}
 LIKELY_4096 = {**TRAINING_405B, "constraints": {"max_nodes": 4096, "confidence": "likely"}}

@@ -20,6 +20,14 @@ from planner.search.tables import clear_search_tables
 from planner.workload.errors import InfeasibleError
 from planner.workload.spec import parse_workloads
 
+
+@pytest.fixture(autouse=True)
+def _one_process(monkeypatch):
+    """These tests count the search's work through patched functions, so all of it runs in this process (a
+    forked helper, planner/search/split.py, would count its share in its own memory)."""
+    monkeypatch.setenv("GPUPLAN_WORKERS", "1")
+
+
 # (model, method, precision, type, accelerator): dense and MoE, full and adapters (QLoRA dequantises),
 # FP8, GPUs inside and across nodes, a type with one GPU, and Neuron (no zero-bubble schedule).
 CASES = [

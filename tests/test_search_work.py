@@ -14,6 +14,14 @@ from planner.search.tables import clear_search_tables
 from planner.workload.errors import InfeasibleError
 from planner.workload.spec import parse_workloads
 
+
+@pytest.fixture(autouse=True)
+def _one_process(monkeypatch):
+    """These tests count the search's work through patched functions, so all of it runs in this process (a
+    forked helper, planner/search/split.py, would count its share in its own memory)."""
+    monkeypatch.setenv("GPUPLAN_WORKERS", "1")
+
+
 TRAINING_405B = {"name": "train-405b", "kind": "training", "model": {"preset": "llama-3.1-405b"},
                  "training": {"tokens": 1.0e12, "sequence_length": 8192, "global_batch_tokens": 1.6e7,
                               "deadline_hours": 2160}, "constraints": {"max_nodes": 512}}

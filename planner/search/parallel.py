@@ -9,6 +9,7 @@ import os
 from dataclasses import fields
 from typing import Callable, Iterator
 
+from planner.search.split import mark_helper
 from planner.workload.errors import InfeasibleError, SpecError
 
 # A pool pays for itself only over many searches: forking and returning plans cost ~50 ms, a
@@ -63,7 +64,7 @@ def plan_each(workloads: list, catalog, plan: Callable, done: Callable[[], None]
     global _catalog, _plan
     _catalog, _plan = catalog, plan
     try:
-        with multiprocessing.get_context("fork").Pool(count) as pool:
+        with multiprocessing.get_context("fork").Pool(count, initializer=mark_helper) as pool:
             for result in pool.imap(_plan_one, workloads, chunksize=1):
                 if isinstance(result, tuple):
                     cls, kwargs = result

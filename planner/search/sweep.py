@@ -89,25 +89,72 @@ def ec2_serving_reason(itype: InstanceType) -> str:
             "ProductionVariantInstanceType), so deploy_target auto runs it as an EC2 instance")
 
 
+# A training search over this many node counts or more is shared with a forked helper process where one can
+# run (planner/search/split.py): below it the fork and the answers' return cost more than the half they spare
+# (~2 ms and ~5 ms against a search of ~20 ms at 16 nodes; bench/plan_speed.py).
+SPLIT_FROM_NODES = 64
+
+
+Found = tuple  # one type's search: (its best Candidate or the Miss that rules it out, its pool or None, target)
+
+
 def search_types(w: Workload, catalog: Catalog, target: str, prices: Callable[[InstanceType, str], TypePrices | str],
                  collect: list[Candidate] | None = None) -> tuple[list[Candidate], dict[str, Miss]]:
     """The best candidate of every type that can run the workload, and why each other type cannot;
     `prices(itype, target)` is the type's prices where it deploys (planner/economics/run_pricing.py type_prices) or why it has none.
     With `collect`, every feasible layout within the budget is gathered too (gpuplan frontier)."""
-    feasible: list[Candidate] = []
-    misses: dict[str, Miss] = {}
-    budget = w.constraints.max_usd_per_month
-    for itype in catalog.instance_types:
+    one = _type_search(w, catalog, target, prices, collect is not None)
+    return _gathered(w, catalog.instance_types, _each_type(w, catalog, one), collect)
+
+
+def search_types_and_twin(w: Workload, twin: Workload, catalog: Catalog, target: str, prices, twin_prices,
+                          collect: list[Candidate]) -> tuple[list[Candidate], dict[str, Miss]]:
+    """search_types of `w`, and of `twin` into `collect`, type by type: each type's two searches run in one
+    process, so the twin's reuses the fits the first found (pipeline.frontier: a spec and its deadline-free twin)."""
+    first = _type_search(w, catalog, target, prices, False)
+    second = _type_search(twin, catalog, target, twin_prices, True)
+    both = _each_type(w, catalog, lambda itype: (first(itype), second(itype)))
+    _gathered(twin, catalog.instance_types, [b for _, b in both], collect)
+    return _gathered(w, catalog.instance_types, [a for a, _ in both], None)
+
+
+def _type_search(w: Workload, catalog: Catalog, target: str, prices, collecting: bool) -> Callable[[InstanceType], Found]:
+    def search(itype: InstanceType) -> Found:
         gate = type_gate(w, itype, catalog)
         target_of = type_target(w, itype, target)
         priced = prices(itype, target_of) if gate is None else gate
         if isinstance(priced, (Miss, str)):
-            misses[itype.name] = Miss(priced) if isinstance(priced, str) else priced
-            continue
+            return (Miss(priced) if isinstance(priced, str) else priced), None, target_of
         sharded, device = catalog.sharded(itype)  # NeuronCores on Neuron types, GPUs elsewhere
-        pool: list[Candidate] | None = [] if collect is not None else None
+        pool: list[Candidate] | None = [] if collecting else None
         found = _best_inference()(w, sharded, device, next(iter(priced.book.values())), target_of, pool) \
             if w.kind == "inference" else _best_training()(w, sharded, device, priced, pool)
+        return found, pool, target_of
+    return search
+
+
+# A training search over this many node counts or more is shared with a forked helper process where one can
+# run (planner/search/split.py); below it, forking and returning the answers cost more than the half they spare.
+SPLIT_FROM_NODES = 64
+
+
+def _each_type(w: Workload, catalog: Catalog, search: Callable[[InstanceType], object]) -> list:
+    types = catalog.instance_types
+    if w.kind != "inference" and w.constraints.max_nodes >= SPLIT_FROM_NODES:
+        from planner.search.split import split_map
+
+        return split_map(search, types)
+    return [search(itype) for itype in types]
+
+
+def _gathered(w: Workload, types: list[InstanceType], searched: list[Found], collect: list[Candidate] | None
+              ) -> tuple[list[Candidate], dict[str, Miss]]:
+    """Each type's search in catalog order: a feasible candidate, or why not (its own miss, the host's memory,
+    the budget); `collect` gets each type's pool within the budget."""
+    feasible: list[Candidate] = []
+    misses: dict[str, Miss] = {}
+    budget = w.constraints.max_usd_per_month
+    for itype, (found, pool, target_of) in zip(types, searched):
         if pool:
             collect.extend(c for c in pool if budget is None or c.usd_per_hour * hours_of(w) <= budget)
         if isinstance(found, Miss):
