@@ -167,6 +167,18 @@ def test_nearest_miss_is_the_first_of_the_least_whether_worded_then_or_deferred(
     ties.defer(later("second", 1.2))
     assert ties.nearest.reason == "first"
 
+    # a floor above the nearest so far spares the wording; a floor at or below it does not
+    worded.clear()
+    floors = NearestMiss()
+    floors.note(Miss("late d", 1.3, stage=2))
+    floors.defer(later("late e", 2.0), (-2, 1.9))
+    floors.defer(later("late f", 1.3), (-2, 1.3))  # ties "late d" but comes later: "late d" stays
+    assert floors.nearest.reason == "late d" and worded == ["late f"]
+    worded.clear()
+    floors.defer(later("late g", 1.25), (-2, 1.0))
+    floors.defer(later("late h", 1.28), (-2, 1.27))  # its floor is above "late g" once that is worded
+    assert floors.nearest.reason == "late g" and worded == ["late g"]
+
 
 def test_a_late_run_is_priced_only_when_its_type_has_nothing_in_time(monkeypatch):
     """A type with a feasible run never prices the late layouts met before it; a type with none words the

@@ -38,15 +38,22 @@ def unpriced_verdict(w: Workload, book: dict[str, HourlyPrice], nodes: int, trai
     floor_usd = min(price.usd_per_hour for price in book.values()) * nodes * train_s / 3600 * (1 - 1e-9)
     if float(f"{floor_usd:.3g}") <= best_usd:
         return None
+    if not streams_from_s3(w, nodes, tokens_per_s):
+        return None
+    t = w.training
+    return "worse" if not t.deadline_hours or train_s * slow <= t.deadline_hours * 3600 else "late"
+
+
+def streams_from_s3(w: Workload, nodes: int, tokens_per_s: float) -> bool:
+    """Whether S3 streaming carries the run's reads and checkpoints, so it needs no FSx and its storage is
+    never refused (planner/economics/storage.py)."""
     t = w.training
     *_, per_node_mb_s = storage_rates(w.architecture, method=t.method, precision=w.precision, optimizer=t.optimizer,
                                       lora_rank=t.lora_rank, tokens=t.tokens, tokens_per_s=tokens_per_s, nodes=nodes,
                                       dataset_format=t.dataset_format,
                                       checkpoint_interval_s=t.checkpoint_interval_minutes * 60,
                                       max_checkpoint_share=t.max_checkpoint_share)
-    if per_node_mb_s > S3_MB_S_PER_NODE:
-        return None
-    return "worse" if not t.deadline_hours or train_s * slow <= t.deadline_hours * 3600 else "late"
+    return per_node_mb_s <= S3_MB_S_PER_NODE
 
 
 def run_storage_usd_per_hour(w: Workload, storage: StoragePlan, states_per_device_bytes: float, devices_per_node: int,
@@ -89,6 +96,9 @@ class BookPrices:
 
     def verdict(self, nodes: int, train_s: float, tokens_per_s: float, best_usd: float, slow: float) -> str | None:
         return unpriced_verdict(self.w, self.book, nodes, train_s, tokens_per_s, best_usd, slow)
+
+    def never_refused(self, nodes: int, tokens_per_s: float) -> bool:
+        return streams_from_s3(self.w, nodes, tokens_per_s)
 
     def offer(self, nodes: int, train_s: float, tokens_per_s: float, states_per_device_bytes: float,
               devices_per_node: int) -> RunOffer:

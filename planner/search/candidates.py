@@ -32,14 +32,15 @@ class Miss:
 class NearestMiss:
     """A search's nearest miss: Miss.nearer folded over every miss in the order they arise (the first of the
     least (−stage, shortfall) wins). A miss that is costly to word (pricing a run only to say it is late) may
-    be deferred: it is worded when the miss is read, in its place in that order, and never when a feasible
-    layout was found first (then nobody reads it)."""
+    be deferred with a floor under its (−stage, shortfall): it is worded when the miss is read, in its place in
+    that order, and only if its floor could still beat the nearest found by then; never when a feasible
+    layout was found first (then nobody reads the miss)."""
 
     def __init__(self):
         self._miss: Miss | None = None
         self._at = -1  # the position of _miss in the order
         self._count = 0
-        self._deferred: list[tuple[int, Callable[[], Miss]]] = []
+        self._deferred: list[tuple[tuple[int, float], int, Callable[[], Miss]]] = []
 
     def nearer_than_worded(self, stage: int, shortfall: float) -> bool:
         """Whether a miss of this stage and shortfall would beat the worded ones (to spare wording one that cannot)."""
@@ -50,17 +51,20 @@ class NearestMiss:
             self._miss, self._at = miss, self._count
         self._count += 1
 
-    def defer(self, word: Callable[[], Miss]) -> None:
-        self._deferred.append((self._count, word))
+    def defer(self, word: Callable[[], Miss], floor: tuple[int, float] = (-math.inf, -math.inf)) -> None:
+        """`word()` gives the miss; its (−stage, shortfall) is at least `floor`."""
+        self._deferred.append((floor, self._count, word))
         self._count += 1
 
     @property
     def nearest(self) -> Miss | None:
-        for at, word in self._deferred:
-            miss, key = word(), None
-            key = (-miss.stage, miss.shortfall)
-            if self._miss is None or key < (-self._miss.stage, self._miss.shortfall) or \
-                    (key == (-self._miss.stage, self._miss.shortfall) and at < self._at):
+        # lowest floor first: once a floor is above the nearest so far, no later one can beat or tie it
+        for floor, at, word in sorted(self._deferred, key=lambda d: (d[0], d[1])):
+            if self._miss is not None and floor > (-self._miss.stage, self._miss.shortfall):
+                break
+            miss = word()
+            key, held = (-miss.stage, miss.shortfall), (self._miss and (-self._miss.stage, self._miss.shortfall))
+            if self._miss is None or key < held or (key == held and at < self._at):
                 self._miss, self._at = miss, at
         self._deferred.clear()
         return self._miss

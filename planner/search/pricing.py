@@ -59,6 +59,11 @@ class TypePrices(Protocol):
         """"worse" or "late" when pricing the run could only conclude that; None when it must be priced."""
         ...
 
+    def never_refused(self, nodes: int, tokens_per_s: float) -> bool:
+        """True when the run's storage cannot be refused (it streams from S3): then every quote of its offer takes
+        at least train_s, and a miss it words is late by at least that much, or has no quote at all."""
+        ...
+
     def offer(self, nodes: int, train_s: float, tokens_per_s: float, states_per_device_bytes: float,
               devices_per_node: int) -> RunOffer:
         """The run at this layout under every option in the book."""
