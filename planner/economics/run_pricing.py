@@ -10,7 +10,8 @@ from typing import Callable
 from planner.economics.cost import HourlyPrice, price_book, purchase_options
 from planner.economics.provisioned import fsx_usd_per_hour, root_volumes_usd_per_hour
 from planner.economics.purchase import COMMITMENT_YEARS, RunQuote, interruptions_per_month, training_quote
-from planner.economics.storage import (FSX_MAX_GIB, S3_MB_S_PER_NODE, StoragePlan, plan_storage, storage_rates,
+from planner.economics.storage import (FSX_MAX_GIB, S3_MB_S_PER_NODE, StoragePlan, checkpoint_bytes,
+                                       checkpoint_write_mb_s, dataset_bytes_per_token, per_node_mb_s, plan_storage,
                                        storage_refusal)
 from planner.hardware.catalog import Catalog, InstanceType
 from planner.search.pricing import RunOffer
@@ -26,7 +27,8 @@ def run_storage(w: Workload, tokens_per_s: float, nodes: int) -> StoragePlan:
 
 
 def unpriced_verdict(w: Workload, book: dict[str, HourlyPrice], nodes: int, train_s: float,
-                     tokens_per_s: float, best_usd: float, slow: float) -> str | None:
+                     tokens_per_s: float, best_usd: float, slow: float,
+                     terms: tuple[float, float] | None = None) -> str | None:
     """What pricing a layout would conclude, when that is sure without pricing it: "worse" (it meets the
     deadline but cannot beat `best_usd`, the best rank key's cost) or "late" (it misses the deadline);
     None when it must be priced. Every option's run costs at least the cheapest $/h × nodes × train_s (spot
@@ -38,22 +40,25 @@ def unpriced_verdict(w: Workload, book: dict[str, HourlyPrice], nodes: int, trai
     floor_usd = min(price.usd_per_hour for price in book.values()) * nodes * train_s / 3600 * (1 - 1e-9)
     if float(f"{floor_usd:.3g}") <= best_usd:
         return None
-    if not streams_from_s3(w, nodes, tokens_per_s):
+    if not streams_from_s3(terms or stream_terms(w), nodes, tokens_per_s):
         return None
     t = w.training
     return "worse" if not t.deadline_hours or train_s * slow <= t.deadline_hours * 3600 else "late"
 
 
-def streams_from_s3(w: Workload, nodes: int, tokens_per_s: float) -> bool:
-    """Whether S3 streaming carries the run's reads and checkpoints, so it needs no FSx and its storage is
-    never refused (planner/economics/storage.py)."""
+def stream_terms(w: Workload) -> tuple[float, float]:
+    """(dataset bytes per token, checkpoint write MB/s): the run's figures every layout's S3 check reads."""
     t = w.training
-    *_, per_node_mb_s = storage_rates(w.architecture, method=t.method, precision=w.precision, optimizer=t.optimizer,
-                                      lora_rank=t.lora_rank, tokens=t.tokens, tokens_per_s=tokens_per_s, nodes=nodes,
-                                      dataset_format=t.dataset_format,
-                                      checkpoint_interval_s=t.checkpoint_interval_minutes * 60,
-                                      max_checkpoint_share=t.max_checkpoint_share)
-    return per_node_mb_s <= S3_MB_S_PER_NODE
+    arch = w.architecture
+    ckpt = checkpoint_bytes(arch, t.method, w.precision, t.optimizer, t.lora_rank)
+    return (dataset_bytes_per_token(t.dataset_format, arch.vocab_size),
+            checkpoint_write_mb_s(ckpt, t.checkpoint_interval_minutes * 60, t.max_checkpoint_share))
+
+
+def streams_from_s3(terms: tuple[float, float], nodes: int, tokens_per_s: float) -> bool:
+    """Whether S3 streaming carries the run's reads and checkpoints (stream_terms), so it needs no FSx and its
+    storage is never refused (planner/economics/storage.py plan_storage)."""
+    return per_node_mb_s(*terms, tokens_per_s, nodes) <= S3_MB_S_PER_NODE
 
 
 def run_storage_usd_per_hour(w: Workload, storage: StoragePlan, states_per_device_bytes: float, devices_per_node: int,
@@ -93,12 +98,13 @@ class BookPrices:
 
     def __init__(self, w: Workload, book: dict[str, HourlyPrice]):
         self.w, self.book = w, book
+        self.terms = stream_terms(w) if w.kind != "inference" else None
 
     def verdict(self, nodes: int, train_s: float, tokens_per_s: float, best_usd: float, slow: float) -> str | None:
-        return unpriced_verdict(self.w, self.book, nodes, train_s, tokens_per_s, best_usd, slow)
+        return unpriced_verdict(self.w, self.book, nodes, train_s, tokens_per_s, best_usd, slow, self.terms)
 
     def never_refused(self, nodes: int, tokens_per_s: float) -> bool:
-        return streams_from_s3(self.w, nodes, tokens_per_s)
+        return streams_from_s3(self.terms, nodes, tokens_per_s)
 
     def offer(self, nodes: int, train_s: float, tokens_per_s: float, states_per_device_bytes: float,
               devices_per_node: int) -> RunOffer:

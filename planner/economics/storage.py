@@ -110,9 +110,20 @@ def storage_rates(arch: Architecture, *, method: str, precision: str, optimizer:
     per_token = dataset_bytes_per_token(dataset_format, arch.vocab_size)
     dataset = tokens * per_token
     ckpt = checkpoint_bytes(arch, method, precision, optimizer, lora_rank)
-    read_mb_s = tokens_per_s * per_token / 1e6
-    write_mb_s = ckpt / (max_checkpoint_share * checkpoint_interval_s) / 1e6
-    return dataset, ckpt, read_mb_s, write_mb_s, max(read_mb_s, write_mb_s) / nodes
+    read_mb_s, write_mb_s = tokens_per_s * per_token / 1e6, checkpoint_write_mb_s(ckpt, checkpoint_interval_s,
+                                                                                  max_checkpoint_share)
+    return dataset, ckpt, read_mb_s, write_mb_s, per_node_mb_s(per_token, write_mb_s, tokens_per_s, nodes)
+
+
+def checkpoint_write_mb_s(checkpoint_b: float, checkpoint_interval_s: float, max_checkpoint_share: float) -> float:
+    """The write rate that keeps checkpointing within its share of the run."""
+    return checkpoint_b / (max_checkpoint_share * checkpoint_interval_s) / 1e6
+
+
+def per_node_mb_s(dataset_bytes_per_token_: float, write_mb_s: float, tokens_per_s: float, nodes: int) -> float:
+    """Each node's share of the larger of the input read and the checkpoint write (storage_rates); the search
+    asks it of thousands of layouts of one run, whose other figures it computes once."""
+    return max(tokens_per_s * dataset_bytes_per_token_ / 1e6, write_mb_s) / nodes
 
 
 def plan_storage(arch: Architecture, *, method: str, precision: str, optimizer: str, lora_rank: int,

@@ -268,12 +268,15 @@ class _TrainingSearch:
         def priced():
             return prices.offer(nodes, time_to_train_s, est.tokens_per_s, states_bytes, self.itype.accelerators_per_node)
 
-        if self.best is None and t.deadline_hours and time_to_train_s * slow > t.deadline_hours * 3600:
+        if t.deadline_hours and time_to_train_s * slow > t.deadline_hours * 3600:
             # Late under every option (each quote takes at least train_s: run_quotes adds the launch, spot its
-            # losses), so pricing it would only word the miss: that is deferred to when it is read (issue 29).
-            # where storage cannot be refused, its miss is late by at least train_s (or has no quote: ∞)
-            late_by = time_to_train_s * slow / (t.deadline_hours * 3600) if prices.never_refused(nodes, est.tokens_per_s) else 0.0
-            self.misses.defer(lambda: self._offer_miss(priced(), nodes, tp, pp, dp, cp), (-2, late_by))
+            # losses), so pricing it could only word its miss (issue 29): read only if nothing on this type is in
+            # time, it is worded then. Where storage cannot be refused it is late by at least train_s (or has
+            # no quote at all: ∞), the floor that spares wording it once a nearer miss is known.
+            if self.best is None:
+                late_by = time_to_train_s * slow / (t.deadline_hours * 3600) \
+                    if prices.never_refused(nodes, est.tokens_per_s) else 0.0
+                self.misses.defer(lambda: self._offer_miss(priced(), nodes, tp, pp, dp, cp), (-2, late_by))
             return None
         verdict = None if self.best_usd is None or self.collect is not None else prices.verdict(
             nodes, time_to_train_s, est.tokens_per_s, self.best_usd, slow)
