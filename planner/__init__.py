@@ -71,7 +71,7 @@ def shared_searches() -> Iterator[None]:
         _shared = outer
 
 
-def _shape(catalog_path, w: Workload) -> tuple[str, str]:
+def _shape(catalog_path: str | Path | None, w: Workload) -> tuple[str, str]:
     """What a search depends on: the catalog (overlay paths are resolved when the spec is read) and
     every field of the workload but its name."""
     return str(catalog_path), w.model_dump_json(exclude={"name"})

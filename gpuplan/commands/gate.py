@@ -16,7 +16,7 @@ from planner import SpecError
 
 
 def collector_paused(command: Callable) -> Callable:
-    """Run `command` with Python's cyclic garbage collector off, as it was before afterwards.
+    """Run `command` with Python's cyclic garbage collector off, then put the collector back as it was.
     Importing pulumi_aws's service files and running the program under Pulumi's mocks allocate ~270,000
     objects that live until the process ends; each of the collector's passes walks them again, ~0.2 s of
     CPU in a ~0.9 s `check` on the example stack (bench/plan_speed.py --cli-only, issue 29). Reference
