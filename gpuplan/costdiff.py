@@ -194,8 +194,8 @@ def plan_base(path: Path | None, scratch: str = "", shown_as: str = "") -> tuple
     """Plan the base side with its own catalog overlay. A base that cannot be read, or a workload in it
     with no feasible plan, is the state before the change, not a failure of it: it becomes a note and
     its workloads count as added."""
+    from planner import plan_shared
     from planner.hardware import catalog as catalog_mod
-    from planner.pipeline import plan_workload
     from planner.workload.spec import load_workloads
 
     def named(exc: SpecError) -> str:
@@ -215,7 +215,7 @@ def plan_base(path: Path | None, scratch: str = "", shown_as: str = "") -> tuple
     plans, notes = [], []
     for w in spec.workloads:
         try:
-            plans.append(plan_workload(w, catalog))
+            plans.append(plan_shared(w, catalog, spec.catalog))  # the head's unchanged workloads reuse it
         except InfeasibleError as exc:
             notes.append(f"base workload {w.name!r} had no feasible plan ({exc.summary}); it counts as added")
         except SpecError as exc:

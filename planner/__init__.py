@@ -71,6 +71,26 @@ def shared_searches() -> Iterator[None]:
         _shared = outer
 
 
+def _shape(catalog_path: str | Path | None, w: Workload) -> tuple[str, str]:
+    """What a search depends on: the catalog (overlay paths are resolved when the spec is read) and
+    every field of the workload but its name."""
+    return str(catalog_path), w.model_dump_json(exclude={"name"})
+
+
+def plan_shared(w: Workload, catalog, catalog_path: str | Path | None) -> Plan:
+    """plan_workload(w, catalog), `catalog` being the one loaded from `catalog_path`; inside
+    shared_searches() a search plan_workloads (or this) already made is reused, and this one kept.
+    A workload with no plan raises as plan_workload does, and is not kept."""
+    from planner.pipeline import plan_workload
+
+    if _shared is None:
+        return plan_workload(w, catalog)
+    shape = _shape(catalog_path, w)
+    if shape not in _shared:
+        _shared[shape] = plan_workload(w, catalog)
+    return _shared[shape].model_copy(update={"workload": w.name})
+
+
 def plan_workloads(spec: WorkloadFile, catalog_path: str | Path | None = None, region: str | None = None,
                    only: str | None = None, progress: Callable[[int, int], None] | None = None) -> PlanSet:
     """Plan every workload (or the one named `only`); the spec's `catalog:` applies unless overridden.
@@ -83,7 +103,7 @@ def plan_workloads(spec: WorkloadFile, catalog_path: str | Path | None = None, r
     path, catalog, workloads = _selected(spec, catalog_path, region, only)
     plans: list[Plan] = []
     searched: dict[tuple[str, str], Plan] = _shared if _shared is not None else {}
-    shapes = [(str(path), w.model_dump_json(exclude={"name"})) for w in workloads]
+    shapes = [_shape(path, w) for w in workloads]
     todo: dict[tuple[str, str], Workload] = {}
     for w, shape in zip(workloads, shapes):
         if shape not in searched:

@@ -56,3 +56,35 @@ def test_check_searches_each_shape_of_the_example_stack_once(monkeypatch):
     report = check_file(path)
     names = [w.name for w in load_workloads(path).workloads]
     assert report.passed and sorted(calls) == sorted(names)
+
+
+def test_cost_plans_each_shape_of_base_and_head_once(monkeypatch):
+    """The base's searches serve the head's unchanged workloads (a pull request changes a few of many):
+    `cost --base X --head X` searches each workload of X once, not once per side (issue 29)."""
+    from typer.testing import CliRunner
+
+    from gpuplan.cli import app
+
+    calls = _counting(monkeypatch)
+    path = str(ROOT / "Pulumi.example.yaml")
+    done = CliRunner().invoke(app, ["cost", "--base", path, "--head", path, "--no-frontier", "--no-policies"])
+    assert done.exit_code == 0, done.output
+    assert sorted(calls) == sorted(w.name for w in load_workloads(path).workloads)
+
+
+def test_a_base_workload_with_no_plan_is_searched_once_and_stays_a_note(monkeypatch, tmp_path):
+    """An infeasible base workload is not kept in the shared searches: it becomes the base's note."""
+    from gpuplan.costdiff import plan_base
+
+    calls = _counting(monkeypatch)
+    base = tmp_path / "base.yaml"
+    infeasible = {**SPEC["workloads"][0], "name": "c", "constraints": {"max_usd_per_month": 1}}
+    import yaml
+
+    base.write_text(yaml.safe_dump({"workloads": [*SPEC["workloads"], infeasible]}))
+    with shared_searches():
+        plans, notes = plan_base(base)
+        again, _ = plan_base(base)
+    assert calls == ["a", "b", "c", "c"]
+    assert [p.workload for p in plans.plans] == ["a", "b"] == [p.workload for p in again.plans]
+    assert len(notes) == 1 and notes[0].startswith("base workload 'c' had no feasible plan")
