@@ -12,6 +12,7 @@ import sys
 import typer
 
 from gpuplan.commands import catalog, gate, measure, planning
+from gpuplan.startup import skip_plugin_scan
 
 # rich_markup_mode=None: click's own help, which wraps to the terminal instead of cutting flag names
 # (rich's option table truncated `--fail-above-percent` at 80 columns).
@@ -29,11 +30,9 @@ def main() -> None:
     teardown of its gRPC and asyncio threads takes longer than the command (~0.6 s of a ~1 s check,
     issue 29) and has nothing left to do for us: the output is flushed, files were written and closed
     by then, so exit at once with the command's code."""
-    # gpuplan registers no pydantic plugin and its validation must not change with whichever one an
-    # environment installs; without this the first model build scans every installed distribution's
-    # entry points for one (~10-15 ms of each run). PYDANTIC_DISABLE_PLUGINS is pydantic's documented
-    # switch (docs.pydantic.dev, Plugins; pydantic#8767); a value the user set (even empty) is kept.
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    # No pydantic plugin scan, and no importlib.metadata import to learn there is none (gpuplan/startup.py);
+    # a PYDANTIC_DISABLE_PLUGINS the user set (even empty) is kept.
+    skip_plugin_scan()
     try:
         app()
     except SystemExit as exc:

@@ -1,0 +1,58 @@
+"""Start-up (issue 29), second pass: what `plan` no longer loads or builds. Behaviour only (which modules,
+which commands, which bytes), never timings."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {k: v for k, v in {**os.environ, "PYTHONPATH": str(ROOT)}.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+SERVE = {"workloads": [{"name": "serve", "kind": "inference", "model": {"preset": "llama-3-8b"},
+                        "serving": {"max_context_tokens": 4096, "concurrent_requests": 4}}]}
+ENTRY = ("import atexit, sys\natexit.register(lambda: sys.stderr.write('\\nMODULES ' + ' '.join(sorted(sys.modules))))\n"
+         "from gpuplan.cli import main\nmain()")
+
+
+def _entry(*argv: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, set[str]]:
+    done = subprocess.run([sys.executable, "-c", ENTRY, *argv], cwd=ROOT, env=env or ENV, capture_output=True, text=True)
+    return done, set(done.stderr.rsplit("MODULES ", 1)[1].split())
+
+
+def _serve_file(tmp_path: Path) -> str:
+    spec = tmp_path / "w.yaml"
+    spec.write_text(yaml.safe_dump(SERVE))
+    return str(spec)
+
+
+def test_plan_through_the_entry_point_never_imports_importlib_metadata(tmp_path):
+    """pydantic's plugin loader imports importlib.metadata (~10 ms) only to be told plugins are off."""
+    done, loaded = _entry("plan", _serve_file(tmp_path), "--format", "json", "--workload", "serve")
+    assert done.returncode == 0, done.stderr
+    assert "importlib.metadata" not in loaded
+    assert "pydantic.plugin._loader" in loaded  # the stand-in answered pydantic's question
+
+
+def test_a_user_who_set_the_switch_gets_pydantics_own_loader(tmp_path):
+    done, loaded = _entry("plan", _serve_file(tmp_path), "--format", "json",
+                          env={**ENV, "PYDANTIC_DISABLE_PLUGINS": ""})
+    assert done.returncode == 0, done.stderr
+    assert "importlib.metadata" in loaded
+
+
+def test_the_stand_in_answers_as_pydantics_loader_for_every_switch_value():
+    """Under each value pydantic reads as "off" the stand-in returns what pydantic's get_plugins returns;
+    under any other value it hands over to pydantic's own loader (so a pydantic upgrade that changes the
+    contract fails here, not in a user's plan)."""
+    probe = ("import os, sys\nfrom gpuplan.startup import PluginsOff\n"
+             "import pydantic.plugin._loader as real\n"
+             "for value in ('__all__', '1', 'true', 'some-plugin'):\n"
+             "    os.environ['PYDANTIC_DISABLE_PLUGINS'] = value\n"
+             "    print(value, list(PluginsOff.get_plugins()) == list(real.get_plugins()))\n")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=ENV, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["__all__", "True", "1", "True", "true", "True", "some-plugin", "True"]
