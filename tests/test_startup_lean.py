@@ -56,3 +56,17 @@ def test_the_stand_in_answers_as_pydantics_loader_for_every_switch_value():
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=ENV, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["__all__", "True", "1", "True", "true", "True", "some-plugin", "True"]
+
+
+def test_plan_parses_no_bundled_yaml_only_the_users_file(tmp_path):
+    """Every bundled file a plan reads (the accuracy bands too) comes from its compiled JSON while that is
+    current; the one YAML parse left is the workload file itself."""
+    probe = ("import sys\nimport planner.workload.yamlsafe as y\ncalls = []\nreal = y.load_text\n"
+             "def counted(text, bundled=False):\n    calls.append(bundled)\n    return real(text, bundled)\n"
+             "y.load_text = counted\nimport planner.physics.bands, planner.workload.bundled\n"
+             "planner.physics.bands.load_text = planner.workload.bundled.load_text = counted\n"
+             "from gpuplan.cli import app\ntry:\n    app(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+             "sys.stderr.write(f'CALLS {calls}')")
+    done = subprocess.run([sys.executable, "-c", probe, "plan", _serve_file(tmp_path), "--format", "json"], cwd=ROOT,
+                          env=ENV, capture_output=True, text=True)
+    assert done.stderr.rsplit("CALLS ", 1)[1] == "[False]", done.stderr
