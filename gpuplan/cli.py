@@ -14,15 +14,36 @@ import typer
 from gpuplan.commands import catalog, gate, measure, planning
 from gpuplan.startup import skip_plugin_scan
 
-# rich_markup_mode=None: click's own help, which wraps to the terminal instead of cutting flag names
-# (rich's option table truncated `--fail-above-percent` at 80 columns).
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
-                  help="Size GPU and accelerator workloads on AWS, provision them with Pulumi, gate them with policies.")
-app.add_typer(catalog.catalog_app, name="catalog")
-for command, name in ((planning.plan, None), (planning.frontier, None), (gate.check, None), (gate.cost, None),
-                      (measure.calibrate_command, "calibrate"), (measure.observe, None), (planning.models, None),
-                      (measure.preflight, None), (planning.schema, None)):
-    app.command(name)(command)
+# Every command, in the order `gpuplan --help` lists them, and the name it is called by.
+COMMANDS = ((planning.plan, "plan"), (planning.frontier, "frontier"), (gate.check, "check"), (gate.cost, "cost"),
+            (measure.calibrate_command, "calibrate"), (measure.observe, "observe"), (planning.models, "models"),
+            (measure.preflight, "preflight"), (planning.schema, "schema"))
+NAMES = {name for _, name in COMMANDS}
+
+
+def build_app(only: str | None = None) -> typer.Typer:
+    """The command line; with `only`, that command alone (and the catalog group, which keeps the app a
+    group of commands, parsed and told exactly as the full one)."""
+    # rich_markup_mode=None: click's own help, which wraps to the terminal instead of cutting flag names
+    # (rich's option table truncated `--fail-above-percent` at 80 columns).
+    built = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                        rich_markup_mode=None, help="Size GPU and accelerator workloads on AWS, provision them with "
+                        "Pulumi, gate them with policies.")
+    built.add_typer(catalog.catalog_app, name="catalog")
+    for command, name in COMMANDS:
+        if only is None or name == only:
+            built.command(None if command.__name__ == name else name)(command)
+    return built
+
+
+app = build_app()
+
+
+def app_for(argv: list[str]) -> typer.Typer:
+    """The app a run with these arguments needs: typer turns every registered command into a click
+    command on each run (~4 ms of a ~0.2 s plan, issue 29), so a run that names a command as its first
+    argument gets that command alone; anything else (--help, the catalog group, a typo) the full app."""
+    return build_app(argv[0]) if argv and argv[0] in NAMES else app
 
 
 def main() -> None:
@@ -34,7 +55,7 @@ def main() -> None:
     # a PYDANTIC_DISABLE_PLUGINS the user set (even empty) is kept.
     skip_plugin_scan()
     try:
-        app()
+        app_for(sys.argv[1:])()
     except SystemExit as exc:
         if "pulumi.runtime" not in sys.modules:
             raise
