@@ -12,7 +12,7 @@ import sys
 import typer
 
 from gpuplan.commands import catalog, gate, measure, planning
-from gpuplan.startup import skip_plugin_scan
+from gpuplan.startup import quiet_collector, skip_plugin_scan
 
 # Every command, in the order `gpuplan --help` lists them, and the name it is called by.
 COMMANDS = ((planning.plan, "plan"), (planning.frontier, "frontier"), (gate.check, "check"), (gate.cost, "cost"),
@@ -54,6 +54,7 @@ def main() -> None:
     # No pydantic plugin scan, and no importlib.metadata import to learn there is none (gpuplan/startup.py);
     # a PYDANTIC_DISABLE_PLUGINS the user set (even empty) is kept.
     skip_plugin_scan()
+    quiet_collector()
     try:
         app_for(sys.argv[1:])()
     except SystemExit as exc:

@@ -42,3 +42,20 @@ def skip_plugin_scan() -> None:
         return
     os.environ[SWITCH] = "__all__"
     sys.modules.setdefault(LOADER, PluginsOff)
+
+
+# Start-up allocates ~10^5 containers (click commands, pydantic schemas, typing objects) that nearly all
+# live until exit; with CPython's default first-generation threshold of 700 the collector runs hundreds
+# of times over them (~5 ms of a plan, measured with callgrind: 1,253 -> 1,224 M instructions).
+FIRST_GENERATION_THRESHOLD = 5000
+
+
+def quiet_collector() -> None:
+    """Keep the cyclic collector on (a fleet's long search still frees its cycles) but stop it rescanning
+    what start-up loaded: gc.freeze() moves every object alive now (the interpreter, typer) into the
+    permanent generation, and the first generation is collected every 5,000 allocations instead of 700
+    (docs.python.org/3/library/gc.html: freeze, set_threshold)."""
+    import gc
+
+    gc.freeze()
+    gc.set_threshold(FIRST_GENERATION_THRESHOLD, *gc.get_threshold()[1:])

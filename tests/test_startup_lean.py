@@ -98,3 +98,15 @@ def test_each_commands_help_and_usage_errors_are_the_same_bytes_as_the_full_apps
         for argv in ([name, "--help"], [name], [name, "--no-such-flag"], [name, "a", "b", "c"]):
             full, pruned = runner.invoke(app, argv), runner.invoke(app_for(argv), argv)
             assert (pruned.exit_code, pruned.output) == (full.exit_code, full.output), argv
+
+
+def test_the_collector_stays_on_with_start_up_objects_frozen_and_a_larger_first_generation(tmp_path):
+    """Collections still run (a fleet's long search frees its cycles), but never rescan what start-up
+    loaded, and the first generation is collected every 5,000 allocations instead of 700."""
+    probe = ("import atexit, gc, sys\n"
+             "atexit.register(lambda: sys.stderr.write(f'GC {gc.isenabled()} {gc.get_threshold()[0]} {gc.get_freeze_count() > 1000}'))\n"
+             "from gpuplan.cli import main\nmain()")
+    done = subprocess.run([sys.executable, "-c", probe, "plan", _serve_file(tmp_path), "--format", "json"], cwd=ROOT,
+                          env=ENV, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.rsplit("GC ", 1)[1] == "True 5000 True"
