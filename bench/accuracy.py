@@ -152,8 +152,12 @@ def write_bands(rows: tuple[Row, ...]) -> None:
             "in_sample": {f"{p}/{m}": {k: round(v, 4) for k, v in entry.items()}
                           for (p, m), entry in sorted(summary(all_rows(bundled())
                                                               + compared_without_constants(bundled())).items())}}
-    DATA.write_text("# Written by bench/accuracy.py --write-bands; do not edit by hand.\n"
-                    + yaml.safe_dump(body, sort_keys=False, allow_unicode=True))
+    text = "# Written by bench/accuracy.py --write-bands; do not edit by hand.\n" + yaml.safe_dump(
+        body, sort_keys=False, allow_unicode=True)
+    DATA.write_text(text)
+    from planner.workload.bundled import COMPILED_DIR, compile_text  # start-up reads this build (issue 29)
+
+    (DATA.parent / COMPILED_DIR / "accuracy_bands.json").write_text(compile_text(text, "accuracy_bands"))
 
 
 def planner_chosen_line(rows, catalog) -> str:

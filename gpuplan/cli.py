@@ -12,16 +12,38 @@ import sys
 import typer
 
 from gpuplan.commands import catalog, gate, measure, planning
+from gpuplan.startup import quiet_collector, skip_plugin_scan
 
-# rich_markup_mode=None: click's own help, which wraps to the terminal instead of cutting flag names
-# (rich's option table truncated `--fail-above-percent` at 80 columns).
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
-                  help="Size GPU and accelerator workloads on AWS, provision them with Pulumi, gate them with policies.")
-app.add_typer(catalog.catalog_app, name="catalog")
-for command, name in ((planning.plan, None), (planning.frontier, None), (gate.check, None), (gate.cost, None),
-                      (measure.calibrate_command, "calibrate"), (measure.observe, None), (planning.models, None),
-                      (measure.preflight, None), (planning.schema, None)):
-    app.command(name)(command)
+# Every command, in the order `gpuplan --help` lists them, and the name it is called by.
+COMMANDS = ((planning.plan, "plan"), (planning.frontier, "frontier"), (gate.check, "check"), (gate.cost, "cost"),
+            (measure.calibrate_command, "calibrate"), (measure.observe, "observe"), (planning.models, "models"),
+            (measure.preflight, "preflight"), (planning.schema, "schema"))
+NAMES = {name for _, name in COMMANDS}
+
+
+def build_app(only: str | None = None) -> typer.Typer:
+    """The command line; with `only`, that command alone (and the catalog group, which keeps the app a
+    group of commands, parsed and told exactly as the full one)."""
+    # rich_markup_mode=None: click's own help, which wraps to the terminal instead of cutting flag names
+    # (rich's option table truncated `--fail-above-percent` at 80 columns).
+    built = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                        rich_markup_mode=None, help="Size GPU and accelerator workloads on AWS, provision them with "
+                        "Pulumi, gate them with policies.")
+    built.add_typer(catalog.catalog_app, name="catalog")
+    for command, name in COMMANDS:
+        if only is None or name == only:
+            built.command(None if command.__name__ == name else name)(command)
+    return built
+
+
+app = build_app()
+
+
+def app_for(argv: list[str]) -> typer.Typer:
+    """The app a run with these arguments needs: typer turns every registered command into a click
+    command on each run (~4 ms of a ~0.2 s plan, issue 29), so a run that names a command as its first
+    argument gets that command alone; anything else (--help, the catalog group, a typo) the full app."""
+    return build_app(argv[0]) if argv and argv[0] in NAMES else app
 
 
 def main() -> None:
@@ -29,13 +51,12 @@ def main() -> None:
     teardown of its gRPC and asyncio threads takes longer than the command (~0.6 s of a ~1 s check,
     issue 29) and has nothing left to do for us: the output is flushed, files were written and closed
     by then, so exit at once with the command's code."""
-    # gpuplan registers no pydantic plugin and its validation must not change with whichever one an
-    # environment installs; without this the first model build scans every installed distribution's
-    # entry points for one (~10-15 ms of each run). PYDANTIC_DISABLE_PLUGINS is pydantic's documented
-    # switch (docs.pydantic.dev, Plugins; pydantic#8767); a value the user set (even empty) is kept.
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    # No pydantic plugin scan, and no importlib.metadata import to learn there is none (gpuplan/startup.py);
+    # a PYDANTIC_DISABLE_PLUGINS the user set (even empty) is kept.
+    skip_plugin_scan()
+    quiet_collector()
     try:
-        app()
+        app_for(sys.argv[1:])()
     except SystemExit as exc:
         if "pulumi.runtime" not in sys.modules:
             raise
