@@ -137,12 +137,13 @@ def _data_parallel_s(work: TrainingWork, itype: InstanceType, accel: Accelerator
     return exposed_dp_s(traffic_s or _dp_traffic_s(work, itype, accel, layout, arch), compute_s, layout.microbatches)
 
 
-def dp_traffic_memo(work: TrainingWork, itype: InstanceType, accel: Accelerator, layout: TrainingLayout,
-                    arch: Architecture, memo: dict) -> tuple[float, float]:
-    """_dp_traffic_s of a layout whose DP ranks hold the same weights (CP folded into DP), kept in step_parts'
+def dp_traffic_memo(work: TrainingWork, itype: InstanceType, accel: Accelerator, tp: int, pp: int, dp_ranks: int,
+                    zero: int, ep: int, arch: Architecture, memo: dict) -> tuple[float, float]:
+    """_dp_traffic_s over `dp_ranks` ranks that hold the same weights (CP folded into DP), kept in step_parts'
     memo by the fields it reads: TP, PP, DP, ZeRO and EP (the search's layout ceiling reads it too)."""
-    key = ("dp", layout.tp, layout.pp, layout.dp, layout.zero, layout.ep)
+    key = ("dp", tp, pp, dp_ranks, zero, ep)
     if (traffic := memo.get(key)) is None:
+        layout = TrainingLayout(tp, pp, dp_ranks, zero, 1, 1, "none", ep=ep)  # the fields _dp_traffic_s reads
         traffic = memo[key] = _dp_traffic_s(work, itype, accel, layout, arch)
     return traffic
 
@@ -249,7 +250,8 @@ def step_parts(arch: Architecture, itype: InstanceType, accel: Accelerator, prec
     pp_link = inter_node_bytes_per_s(itype) if devices > apn else intra
     # gradients reduce over the DP × CP ranks, which all hold the same weights (context_parallel.py)
     grads_layout = replace(layout, dp=dp * cp, cp=1) if cp > 1 else layout
-    traffic = dp_traffic_memo(work, itype, accel, grads_layout, arch, memo) if dp * cp > 1 else None
+    traffic = dp_traffic_memo(work, itype, accel, tp, pp, dp * cp, layout.zero, layout.ep, arch, memo) \
+        if dp * cp > 1 else None
     dp_s = _data_parallel_s(work, itype, accel, grads_layout, compute_s, arch, traffic)
     ep_s = all_to_all_step_s(arch, itype, accel, tp, pp, layout.ep, b, m, seq // cp, ck)
     cp_s = cp_step_s(arch, itype, accel, seq, tp, pp, cp, b, m, ck, _attention_flops_per_s(accel, precision)) if cp > 1 else 0.0

@@ -19,7 +19,7 @@ from typing import Iterator
 
 from planner.physics.pipeline_schedule import bubble_fraction, schedule_options
 from planner.physics import efficiency
-from planner.physics.training_time import TrainingLayout, device_s_per_token_floor, dp_traffic_memo, exposed_dp_s
+from planner.physics.training_time import device_s_per_token_floor, dp_traffic_memo, exposed_dp_s
 
 # The ceiling is compared with figures summed in another order: it is raised by this share, far above
 # float rounding, so it is never below a figure it is a ceiling of.
@@ -66,8 +66,7 @@ def layout_tokens_per_s_ceiling(arch, itype, accel, precision: str, seq: int, wo
     bubble = bubble_floor(pp, arch.layers, not accel.is_neuron, microbatches)
     c0 = per_device * compute
     if dp * cp > 1:
-        traffic = dp_traffic_memo(work, itype, accel, TrainingLayout(tp, pp, dp * cp, zero, micro_batch, microbatches,
-                                                                     checkpointing, ep=ep), arch, memo)
+        traffic = dp_traffic_memo(work, itype, accel, tp, pp, dp * cp, zero, ep, arch, memo)
         overlap = efficiency.COMM_OVERLAP
         hinges = (microbatches * traffic[0] / overlap, 1.5 * microbatches * traffic[1] / overlap) if overlap > 0 else ()
         least = min(c * (1 + bubble) + exposed_dp_s(traffic, c, microbatches) for c in (c0, *hinges) if c >= c0)
