@@ -30,13 +30,18 @@ def routed_expert_count(arch: Architecture) -> int:
     return arch.experts
 
 
+def expert_parallel_applies(arch: Architecture, method: str) -> bool:
+    """Whether EP is a degree of freedom: full training of a model with routed experts."""
+    return arch.is_moe and method == "full" and routed_expert_share(arch) > 0
+
+
 def ep_options(arch: Architecture, method: str, dp: int, pinned_devices: int | None = None,
                tp: int = 1) -> tuple[int, ...]:
     """EP degrees (in DP ranks) a layout can take: 1 (TP-only experts) and every degree that divides
     both the DP ranks and the routed experts (Megatron-Core places whole experts on a rank). Full
     training only: LoRA's frozen experts have no gradients or optimizer states to spread.
     A pin (layout.expert_parallel, in devices = TP × EP) keeps only its degree."""
-    if not arch.is_moe or method != "full" or routed_expert_share(arch) <= 0:
+    if not expert_parallel_applies(arch, method):
         options = (1,)
     else:
         routed = routed_expert_count(arch)

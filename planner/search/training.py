@@ -11,7 +11,7 @@ from planner.search.candidates import (Candidate, Miss, NearestMiss, memory_miss
                                        tensor_parallel_options)
 from planner.hardware.catalog import Accelerator, InstanceType
 from planner.physics.context_parallel import CP_DEGREES, CP_MIN_SEQUENCE_TOKENS, cp_text, splits
-from planner.physics.expert_training import ep_options, ep_pin_miss, ep_text
+from planner.physics.expert_training import ep_options, ep_pin_miss, ep_text, expert_parallel_applies
 from planner.physics.memory import TrainingSetup, training_memory
 from planner.search.pricing import TypePrices
 from planner.search.step_floor import degrees_ceiling, layout_tokens_per_s_ceiling, tokens_per_s_ceiling
@@ -128,6 +128,7 @@ def _type_rules(w: Workload, itype: InstanceType, accel: Accelerator) -> Miss | 
 
 
 _STOP = "stop"  # a node count after which no larger one can fit this (TP, PP)
+_UNSEEN = object()  # a (TP, PP, DP) whose fastest layout is not in the fit table yet (None: nothing fits)
 
 
 @cache
@@ -173,6 +174,10 @@ class _TrainingSearch:
         self.best: Candidate | None = None
         self.best_usd: float | None = None  # best.rank_key[0]
         self.misses = NearestMiss()
+        # try_nodes asks these of every node count: read once
+        self.leanest = (max(self.zeros), min(self.mbs), self.ckpts[-1])  # the layout that holds least
+        # (1,) whatever DP is: a dense model, or adapters (planner/physics/expert_training.py ep_options)
+        self.dense_eps = (1,) if pins.expert_parallel is None and not expert_parallel_applies(arch, t.method) else None
 
     def memory(self, tp, pp, dp, zero, mb, ck, ep=1, virtual_stages=1, cp=1):
         """(micro-batches per step, memory) of one layout, sized once per search (planner/search/tables.py)."""
@@ -206,39 +211,41 @@ class _TrainingSearch:
     def try_nodes(self, tp: int, pp: int, nodes: int, cp: int = 1) -> bool | str | None:
         """The fastest layout that fits at this node count, priced: True when it became the best, False when
         it cannot beat it, None when nothing there counts either way, _STOP when no larger count fits."""
-        w, pins, mbs, zeros, ckpts = self.w, self.w.layout, self.mbs, self.zeros, self.ckpts
+        w, mbs, zeros, ckpts = self.w, self.mbs, self.zeros, self.ckpts
         devices = nodes * self.itype.accelerators_per_node
         if devices % (tp * pp * cp):
             return None
         dp = devices // (tp * pp * cp)
+        pins = w.layout
         if pins.data_parallel and dp != pins.data_parallel:
             return None
-        if dp * min(mbs) > self.seqs:
+        top_zero, min_mb, last_ck = self.leanest
+        if dp * min_mb > self.seqs:
             self.misses.note(Miss(f"a global batch of {self.seqs} sequences cannot feed {dp} data-parallel ranks "
-                                  f"at {nodes} nodes (raise training.global_batch_tokens)", dp * min(mbs) / self.seqs))
+                                  f"at {nodes} nodes (raise training.global_batch_tokens)", dp * min_mb / self.seqs))
             return _STOP
-        eps = ep_options(self.arch, w.training.method, dp, pins.expert_parallel, tp)  # MoE: TP-only experts, or EP
+        # MoE: TP-only experts, or EP
+        eps = self.dense_eps or ep_options(self.arch, w.training.method, dp, pins.expert_parallel, tp)
         if not eps:
             self.misses.note(Miss(ep_pin_miss(self.arch, pins.expert_parallel, tp, dp)))
             return None
-        _, lean = self.memory(tp, pp, dp, max(zeros), min(mbs), ckpts[-1], max(eps), 1, cp)
+        _, lean = self.memory(tp, pp, dp, top_zero, min_mb, last_ck, max(eps), 1, cp)
         if lean.total > self.fit_usable:
             # a miss is only reported when nothing fits (then best stays None), and only the nearest is
             # worded (Miss.nearer's order; memory_miss's shortfall is required ÷ usable, at stage 1)
             if self.best is None and self.misses.nearer_than_worded(1, lean.total * self.grow / self.usable):
                 self.misses.note(memory_miss(self.itype, self.accel, self.usable, lean.total * self.grow,
                                         f"at {nodes} node(s), TP {tp} × PP {pp} × DP {dp}{cp_text(cp)}{ep_text(max(eps))}, "
-                                        f"ZeRO-{max(zeros)}, micro-batch {min(mbs)}, {ckpts[-1]} recompute"
+                                        f"ZeRO-{top_zero}, micro-batch {min_mb}, {last_ck} recompute"
                                         f"{self.fit_edge}"))
             return None
         fit_key = (tp, pp, dp, ckpts, zeros, mbs, eps) + ((cp,) if cp > 1 else ())
-        if fit_key not in self.fits and self.late_at_ceiling(tp, pp, dp, cp):
-            return None  # what pricing its fastest layout would conclude, without finding that layout
-        if fit_key not in self.fits:
-            self.fits[fit_key] = _fastest_fit(self.arch, self.itype, self.accel, w, self.setup, self.work,
-                                              self.fit_usable, tp, pp, dp, self.seqs, ckpts, zeros, mbs, self.memory, eps,
-                                              self.step_memo, cp)
-        found = self.fits[fit_key]
+        if (found := self.fits.get(fit_key, _UNSEEN)) is _UNSEEN:
+            if self.late_at_ceiling(tp, pp, dp, cp):
+                return None  # what pricing its fastest layout would conclude, without finding that layout
+            found = self.fits[fit_key] = _fastest_fit(self.arch, self.itype, self.accel, w, self.setup, self.work,
+                                                      self.fit_usable, tp, pp, dp, self.seqs, ckpts, zeros, mbs,
+                                                      self.memory, eps, self.step_memo, cp)
         return None if found is None else self.price_run(tp, pp, dp, nodes, *found, cp=cp)
 
     def late_at_ceiling(self, tp: int, pp: int, dp: int, cp: int = 1) -> bool:
