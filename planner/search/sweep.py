@@ -139,6 +139,9 @@ SPLIT_FROM_NODES = 64
 
 
 def _each_type(w: Workload, catalog: Catalog, search: Callable[[InstanceType], object]) -> list:
+    from planner.search.tables import forget_keys
+
+    forget_keys()
     types = catalog.instance_types
     if w.kind != "inference" and w.constraints.max_nodes >= SPLIT_FROM_NODES:
         from planner.search.split import split_map
