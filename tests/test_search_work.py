@@ -203,3 +203,24 @@ def test_a_late_run_is_priced_only_when_its_type_has_nothing_in_time(monkeypatch
     with pytest.raises(InfeasibleError, match=r"p5\.48xlarge: 5,084 h to train \(likely: the 80% band's slow edge\) > "
                                               r"deadline 2160 h at 64 node\(s\), TP 2 × PP 1 × DP 256$"):
         plan_workload(late, bundled())
+
+
+def test_a_type_with_nothing_in_time_times_only_the_layouts_that_could_word_its_nearest_miss(monkeypatch):
+    """405B on p5.48xlarge at 64 nodes misses 2,160 h at every layout: the (TP, PP, DP)s whose ceiling is already
+    late are timed only while their miss could be the nearest, and the miss is the one timing them all words."""
+    late = _workload({**TRAINING_405B, "constraints": {"max_nodes": 64, "instance_types": ["p5.48xlarge"]}})
+    counts, texts = [], []
+    for lazy in (True, False):
+        timed: list[int] = []
+        real = st._fastest_fit
+        with monkeypatch.context() as m:
+            m.setattr(st, "_fastest_fit", lambda *a: timed.append(1) or real(*a))
+            if not lazy:
+                m.setattr(st._TrainingSearch, "late_floor", lambda *a: None)
+            clear_search_tables()
+            with pytest.raises(InfeasibleError) as exc:
+                plan_workload(late, bundled())
+        counts.append(len(timed))
+        texts.append(str(exc.value))
+    assert texts[0] == texts[1] and "5,084 h to train" in texts[0]
+    assert counts[0] < 0.8 * counts[1], counts

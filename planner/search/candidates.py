@@ -40,7 +40,7 @@ class NearestMiss:
         self._miss: Miss | None = None
         self._at = -1  # the position of _miss in the order
         self._count = 0
-        self._deferred: list[tuple[tuple[int, float], int, Callable[[], Miss]]] = []
+        self._deferred: list[tuple[tuple[int, float], int, Callable[[], Miss | None]]] = []
 
     def nearer_than_worded(self, stage: int, shortfall: float) -> bool:
         """Whether a miss of this stage and shortfall would beat the worded ones (to spare wording one that cannot)."""
@@ -51,8 +51,8 @@ class NearestMiss:
             self._miss, self._at = miss, self._count
         self._count += 1
 
-    def defer(self, word: Callable[[], Miss], floor: tuple[int, float] = (-math.inf, -math.inf)) -> None:
-        """`word()` gives the miss; its (−stage, shortfall) is at least `floor`."""
+    def defer(self, word: Callable[[], Miss | None], floor: tuple[int, float] = (-math.inf, -math.inf)) -> None:
+        """`word()` gives the miss (or None: none after all); its (−stage, shortfall) is at least `floor`."""
         self._deferred.append((floor, self._count, word))
         self._count += 1
 
@@ -63,6 +63,8 @@ class NearestMiss:
             if self._miss is not None and floor > (-self._miss.stage, self._miss.shortfall):
                 break
             miss = word()
+            if miss is None:  # nothing to word after all (no layout of it fits)
+                continue
             key, held = (-miss.stage, miss.shortfall), (self._miss and (-self._miss.stage, self._miss.shortfall))
             if self._miss is None or key < held or (key == held and at < self._at):
                 self._miss, self._at = miss, at

@@ -243,10 +243,52 @@ class _TrainingSearch:
         if (found := self.fits.get(fit_key, _UNSEEN)) is _UNSEEN:
             if self.late_at_ceiling(tp, pp, dp, cp):
                 return None  # what pricing its fastest layout would conclude, without finding that layout
-            found = self.fits[fit_key] = _fastest_fit(self.arch, self.itype, self.accel, w, self.setup, self.work,
-                                                      self.fit_usable, tp, pp, dp, self.seqs, ckpts, zeros, mbs,
-                                                      self.memory, eps, self.step_memo, cp)
+            if self.best is None and (floor := self.late_floor(tp, pp, dp, nodes, cp)) is not None:
+                # late whatever its fastest layout: only its miss could count, so finding that layout waits
+                # until the miss is read, and then only if it could be the nearest (NearestMiss)
+                self.misses.defer(lambda: self._late_miss(tp, pp, dp, nodes, cp, fit_key, eps), floor)
+                return None
+            found = self._fit(tp, pp, dp, cp, fit_key, eps)
         return None if found is None else self.price_run(tp, pp, dp, nodes, *found, cp=cp)
+
+    def _fit(self, tp: int, pp: int, dp: int, cp: int, fit_key: tuple, eps: tuple[int, ...]):
+        if (found := self.fits.get(fit_key, _UNSEEN)) is _UNSEEN:
+            found = self.fits[fit_key] = _fastest_fit(self.arch, self.itype, self.accel, self.w, self.setup, self.work,
+                                                      self.fit_usable, tp, pp, dp, self.seqs, self.ckpts, self.zeros,
+                                                      self.mbs, self.memory, eps, self.step_memo, cp)
+        return found
+
+    def ceiling(self, tp: int, pp: int, dp: int, cp: int) -> float:
+        """The largest tokens/s of any layout of these degrees (step_floor.degrees_ceiling), kept with the step memo."""
+        key = ("ceiling", tp, pp, dp, cp, self.seqs, self.mbs, self.ckpts)  # physics only
+        if (ceiling := self.step_memo.get(key)) is None:
+            ceiling = self.step_memo[key] = degrees_ceiling(
+                self.arch, self.itype, self.accel, self.w.precision, self.setup.seq, self.work, tp, pp, dp, self.seqs,
+                self.mbs, self.ckpts, self.step_memo, cp)
+        return ceiling
+
+    def late_floor(self, tp: int, pp: int, dp: int, nodes: int, cp: int) -> tuple[int, float] | None:
+        """When even the ceiling of these degrees misses the deadline: a floor under the (−stage, shortfall) of
+        the miss pricing their fastest layout words (price_run: late by at least tokens ÷ ceiling where storage
+        streams from S3 at the ceiling's rate, so at any lower one; else 0), else None."""
+        t = self.w.training
+        ceiling = self.ceiling(tp, pp, dp, cp)
+        if not t.deadline_hours or not ceiling or t.tokens / ceiling * self.slow <= t.deadline_hours * 3600:
+            return None
+        late_by = t.tokens / ceiling * self.slow / (t.deadline_hours * 3600) \
+            if self.prices.never_refused(nodes, ceiling) else 0.0
+        return -2, late_by
+
+    def _late_miss(self, tp: int, pp: int, dp: int, nodes: int, cp: int, fit_key: tuple, eps) -> Miss | None:
+        """The miss price_run words for these degrees' fastest layout (late at every option), or None when no
+        layout of them fits."""
+        found = self._fit(tp, pp, dp, cp, fit_key, eps)
+        if found is None:
+            return None
+        _, mem, est = found
+        offer = self.prices.offer(nodes, self.w.training.tokens / est.tokens_per_s, est.tokens_per_s,
+                                  mem.weights + mem.gradients + mem.optimizer, self.itype.accelerators_per_node)
+        return self._offer_miss(offer, nodes, tp, pp, dp, cp)
 
     def late_at_ceiling(self, tp: int, pp: int, dp: int, cp: int = 1) -> bool:
         """True when a best exists and even the tokens/s ceiling of these degrees (planner/search/step_floor.py)
@@ -257,11 +299,7 @@ class _TrainingSearch:
         t = self.w.training
         if self.best is None or not t.deadline_hours:
             return False
-        key = ("ceiling", tp, pp, dp, cp, self.seqs, self.mbs, self.ckpts)  # physics only: kept with the step memo
-        if (ceiling := self.step_memo.get(key)) is None:
-            ceiling = self.step_memo[key] = degrees_ceiling(
-                self.arch, self.itype, self.accel, self.w.precision, self.setup.seq, self.work, tp, pp, dp, self.seqs,
-                self.mbs, self.ckpts, self.step_memo, cp)
+        ceiling = self.ceiling(tp, pp, dp, cp)
         # late at the largest ceiling ⇔ late at every one (tokens ÷ x falls as x rises, rounding included);
         # no micro-batch feeding the ranks (ceiling 0) is late too
         return ceiling == 0.0 or t.tokens / ceiling * self.slow > t.deadline_hours * 3600
