@@ -136,3 +136,27 @@ def test_the_ceiling_skips_layouts_and_moves_no_plan(raw, monkeypatch):
     assert timed_with <= len(timed)
     if raw["name"] in ("t405", "moe"):
         assert timed_with < len(timed)
+
+
+@pytest.mark.parametrize("model,method,precision,type_name,accel_name", CASES)
+def test_the_largest_ceiling_is_at_the_least_recompute(arch, catalog, model, method, precision, type_name, accel_name):
+    """degrees_ceiling asks only the modes that recompute least: the same figure as the largest over every mode."""
+    from planner.search.step_floor import degrees_ceiling, degrees_ceilings
+
+    a, itype = arch[model], catalog.instance(type_name)
+    accel = catalog.accelerator(accel_name)
+    if accel.is_neuron:
+        itype, accel = catalog.sharded(itype)
+    setup = TrainingSetup(method, precision, "adamw", "auto", 16, 4096)
+    work, memo, checked = training_work(a, setup), {}, 0
+    modes = ("none", "selective", "full")
+    for tp, pp, dp in itertools.product((1, 2, itype.accelerators_per_node), (1, 2, 8), (1, 4, 64, 512)):
+        if tp > 1 and a.attention_heads % tp:
+            continue
+        for kept in (modes, modes[1:], modes[2:]):
+            everything = max(degrees_ceilings(a, itype, accel, precision, 4096, work, tp, pp, dp, 2048,
+                                              (16, 8, 4, 2, 1), kept, memo), default=0.0)
+            assert degrees_ceiling(a, itype, accel, precision, 4096, work, tp, pp, dp, 2048, (16, 8, 4, 2, 1), kept,
+                                   memo) == everything
+            checked += 1
+    assert checked > 50

@@ -96,6 +96,17 @@ def degrees_ceilings(arch, itype, accel, precision: str, seq: int, work, tp: int
             yield devices / (compute * (1 + bubble) + tp_part) * (1 + ROUNDING_MARGIN)
 
 
-def degrees_ceiling(*args) -> float:
-    """The largest of degrees_ceilings (its arguments); 0 when no micro-batch feeds the data-parallel ranks."""
-    return max(degrees_ceilings(*args), default=0.0)
+# Recompute modes by the work they add: none reruns nothing; selective reruns the attention core; full the
+# whole forward with two more TP all-reduces (training_time.recompute_flops_per_token, step_parts).
+RECOMPUTE_RANK = {"none": 0, "op": 0, "selective": 1, "full": 2}  # op: per-operator saves, reruns nothing
+
+
+def degrees_ceiling(arch, itype, accel, precision: str, seq: int, work, tp: int, pp: int, dp: int, seqs: int,
+                    micro_batches: tuple[int, ...], checkpointings: tuple[str, ...], memo: dict, cp: int = 1) -> float:
+    """The largest of degrees_ceilings; 0 when no micro-batch feeds the data-parallel ranks. At one micro-batch
+    a mode that recomputes more has no higher ceiling (its compute and TP floors are sums of the same terms
+    and more), so only the modes that recompute least are asked."""
+    least = min(RECOMPUTE_RANK[ck] for ck in checkpointings)
+    cheapest = tuple(ck for ck in checkpointings if RECOMPUTE_RANK[ck] == least)
+    return max(degrees_ceilings(arch, itype, accel, precision, seq, work, tp, pp, dp, seqs, micro_batches, cheapest,
+                                memo, cp), default=0.0)
