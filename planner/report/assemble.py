@@ -203,7 +203,7 @@ def _training_figures(w: Workload, cand: Candidate, platform: str, hours: float,
                     usd_per_training_run=cand.objective - cand.storage_usd_per_hour * (cand.wall_s or ttt) / 3600,
                     price_source=cand.price.source,
                     price_date=cand.price.date, price_estimated=cand.price.estimated)
-    from planner.search.training import global_batch_sequences  # a training plan's; serving never loads it
+    from planner.search.training_options import global_batch_sequences  # a training plan's; serving never loads it
 
     asked = global_batch_sequences(w)
     if perf.tokens_per_step != asked * t.sequence_length:
