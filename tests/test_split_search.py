@@ -41,6 +41,9 @@ def test_no_helper_when_told_or_when_a_thread_runs(monkeypatch):
     finally:
         stop.set()
         worker.join()
+    monkeypatch.setattr(split.sys, "platform", "darwin")
+    assert not split.may_fork()  # macOS: fork without exec is not safe there
+    monkeypatch.undo()
     monkeypatch.setattr(split, "_in_helper", True)
     assert not split.may_fork()
     assert split.split_map(lambda x: os.getpid(), [1, 2, 3]) == [os.getpid()] * 3

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import sys
 import threading
 from typing import Callable, Sequence, TypeVar
 
@@ -29,10 +30,11 @@ def mark_helper() -> None:
 
 
 def may_fork() -> bool:
-    """A helper process can be forked here: more than one usable core, fork available, not inside a worker,
+    """A helper process can be forked here: Linux, more than one usable core, not inside a worker,
     GPUPLAN_WORKERS not 1, and no other thread running (forking beside a running thread, the Pulumi runtime's
-    gRPC ones for instance, can leave the child holding a lock no thread will release)."""
-    if _in_helper or not hasattr(os, "fork") or threading.active_count() > 1:
+    gRPC ones for instance, can leave the child holding a lock no thread will release). A fork without exec
+    is not safe on macOS, whose system libraries are not fork-safe (CPython's multiprocessing spawns there)."""
+    if _in_helper or not sys.platform.startswith("linux") or threading.active_count() > 1:
         return False
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     cap = os.environ.get(WORKERS_ENV, "")
