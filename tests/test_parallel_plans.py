@@ -53,3 +53,6 @@ def test_worker_count(monkeypatch):
     monkeypatch.setenv(WORKERS_ENV, "two")
     with pytest.raises(SpecError, match="GPUPLAN_WORKERS must be a whole number"):
         workers(1000)
+    monkeypatch.delenv(WORKERS_ENV)
+    monkeypatch.setattr("planner.search.parallel.sys.platform", "darwin")
+    assert workers(1000) == 1  # a fork without exec is not safe on macOS

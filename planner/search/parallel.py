@@ -6,6 +6,7 @@ the one raised, exactly as a serial run would raise it."""
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import fields
 from typing import Callable, Iterator
 
@@ -28,7 +29,8 @@ def workers(searches: int) -> int:
         return 1
     import multiprocessing
 
-    if "fork" not in multiprocessing.get_all_start_methods():
+    # forked workers only on Linux: a fork without exec is not safe on macOS (planner/search/split.py)
+    if "fork" not in multiprocessing.get_all_start_methods() or not sys.platform.startswith("linux"):
         return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     cap = os.environ.get(WORKERS_ENV, "")
