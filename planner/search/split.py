@@ -20,6 +20,9 @@ R = TypeVar("R")
 
 WORKERS_ENV = "GPUPLAN_WORKERS"  # 1: everything in this process (shared with planner/search/parallel.py)
 _RECORD = 2  # bytes per queued index
+# The whole queue is written before the fork, so it must fit a pipe's buffer: 4,096 bytes is the least a Linux
+# pipe holds (one page, when the user's pipe pages run short; pipe(7)). A catalog has ~60 types.
+QUEUE_MAX_ITEMS = 4096 // _RECORD
 _in_helper = False  # set in a forked process (plan_each's workers, this module's helper): it forks no further
 
 
@@ -45,10 +48,10 @@ def split_map(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     """[fn(item) for item in items], with a forked helper taking items too where may_fork(). What the helper
     learns on the way (the search tables it fills) stays in it: a caller that would search the same items again
     asks for both searches in one fn (pipeline.frontier's spec and its deadline-free twin)."""
-    if len(items) < 2 or not may_fork() or len(items) >= 1 << (8 * _RECORD):
+    if len(items) < 2 or len(items) > QUEUE_MAX_ITEMS or not may_fork():
         return [fn(item) for item in items]
     queue_r, queue_w = os.pipe()
-    os.write(queue_w, b"".join(i.to_bytes(_RECORD, "big") for i in range(len(items))))  # ≤ 128 KiB: never blocks
+    os.write(queue_w, b"".join(i.to_bytes(_RECORD, "big") for i in range(len(items))))  # fits the pipe: never blocks
     os.close(queue_w)  # the queue ends when both have read it all
     result_r, result_w = os.pipe()
     pid = os.fork()
