@@ -44,6 +44,12 @@ def death() -> None:
     assert split.split_map(die_in_helper, list(range(10))) == [-x for x in range(10)]
 
 
+def long() -> None:
+    """More items than the queue's pipe is sure to hold: all searched here, none forked."""
+    items = list(range(split.QUEUE_MAX_ITEMS + 1))
+    assert split.split_map(lambda x: os.getpid(), items) == [os.getpid()] * len(items)
+
+
 def plans() -> None:
     """The 405B plan and frontier at 512 nodes: one fork each (the frontier's spec and twin in one split),
     and every figure as one process finds it."""

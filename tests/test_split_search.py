@@ -16,11 +16,12 @@ from planner.search import split
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("check", ["order", "error", "death", "plans"])
+@pytest.mark.parametrize("check", ["order", "error", "death", "long", "plans"])
 def test_with_a_forked_helper(check):
     """tests/split_checks.py in a fresh interpreter (this one may hold threads): answers in order from both
     processes; an error raised here as the search raised it; a helper that dies leaves its items to this
-    process; the 405B plan and frontier exactly as one process finds them."""
+    process; a queue longer than a pipe surely holds is searched here; the 405B plan and frontier exactly as one
+    process finds them."""
     env = {k: v for k, v in os.environ.items() if k != "GPUPLAN_WORKERS"}
     run = subprocess.run([sys.executable, "-m", "tests.split_checks", check], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=120)
