@@ -315,14 +315,17 @@ def device_s_per_token_floor(arch: Architecture, itype: InstanceType, accel: Acc
 
 
 def step_from_parts(parts: StepParts, arch: Architecture, seq: int, layout: TrainingLayout,
-                    local_state_bytes: float, work: TrainingWork) -> TrainingEstimate:
-    """The step of `layout` under its pipeline schedule, from its schedule-free parts."""
+                    local_state_bytes: float, work: TrainingWork, schedule: tuple[str, int] | None = None
+                    ) -> TrainingEstimate:
+    """The step of `layout` under its pipeline schedule (or `schedule`, (name, v), in its stead: the search
+    times every schedule of one layout), from its schedule-free parts."""
     tp, pp, m, b = layout.tp, layout.pp, layout.microbatches, layout.micro_batch
+    name, v = schedule or (layout.schedule, layout.virtual_stages)
     compute_s = parts.compute_s
-    bubble_s = compute_s * bubble_fraction(layout.schedule, pp, m, layout.virtual_stages)
+    bubble_s = compute_s * bubble_fraction(name, pp, m, v)
     # PP: activations cross each stage boundary forward and back (v times as many boundaries when
     # interleaved).
-    crossings = 2 * m * p2p_factor(layout.schedule, layout.virtual_stages)
+    crossings = 2 * m * p2p_factor(name, v)
     pp_s = crossings * seq // layout.cp * b * arch.hidden_size * 2 / tp / parts.pp_link if pp > 1 else 0.0
     tp_s, dp_s, ep_s, cp_s = parts.tp_s, parts.dp_s, parts.ep_s, parts.cp_s
     optimizer_s = 2 * local_state_bytes / parts.bandwidth

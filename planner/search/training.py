@@ -107,7 +107,7 @@ class _TrainingSearch:
     def memory(self, tp, pp, dp, zero, mb, ck, ep=1, virtual_stages=1, cp=1):
         """(micro-batches per step, memory) of one layout, sized once per search (planner/search/tables.py)."""
         m = math.ceil(self.seqs / (dp * mb))
-        key = (tp, pp, dp, zero, mb, m, ck, ep, virtual_stages) + ((cp,) if cp > 1 else ())
+        key = (tp, pp, dp, zero, mb, m, ck, ep, virtual_stages, cp)
         if (mem := self.sized.get(key)) is None:
             mem = self.sized[key] = training_memory(self.arch, self.setup, tp, pp, dp, zero, mb, m, ck,
                                                     self.flash, virtual_stages, self.neuron, ep, cp)
@@ -319,16 +319,17 @@ def _fastest_fit(arch, itype, accel, w, setup, work, usable, tp, pp, dp, seqs, c
                     if pp == 1:
                         break  # the same, with its data-parallel time
                     continue
-                parts = None  # the schedule-free part of the step, shared by every schedule below
+                layout = parts = None  # the schedule-free part of the step, shared by every schedule below
                 for schedule, v in schedules:
                     vm = memory_virtual_stages(schedule, v)
                     sched_mem = mem if vm == 1 else memory(tp, pp, dp, zero, mb, ck, ep, vm, cp)[1]
                     if sched_mem.total > usable:
                         continue
-                    layout = TrainingLayout(tp, pp, dp, zero, mb, m, ck, schedule, v, ep, cp)
                     state = sched_mem.weights + sched_mem.gradients + sched_mem.optimizer
-                    parts = parts or step_parts(arch, itype, accel, w.precision, setup.seq, layout, work, step_memo)
-                    est = step_from_parts(parts, arch, setup.seq, layout, state, work)
+                    if parts is None:  # step_parts reads no schedule: one layout serves them all
+                        layout = TrainingLayout(tp, pp, dp, zero, mb, m, ck, schedule, v, ep, cp)
+                        parts = step_parts(arch, itype, accel, w.precision, setup.seq, layout, work, step_memo)
+                    est = step_from_parts(parts, arch, setup.seq, layout, state, work, (schedule, v))
                     # equal speed (no data parallelism to shard over): the lower ZeRO stage, which is simpler
                     if best is None or (est.tokens_per_s, -zero) > (best[2].tokens_per_s, -best[0][0]):
                         best = ((zero, mb, m, ck, ep, schedule, v), sched_mem, est)
