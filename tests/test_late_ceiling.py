@@ -11,7 +11,7 @@ from planner.hardware.catalog import bundled
 from planner.pipeline import frontier
 from planner.search.step_floor import degrees_ceiling
 from planner.search.tables import clear_search_tables
-from tests.test_search_work import SHAPES, TRAINING_405B, _search_all, _workload
+from tests.test_search_work import SHAPES, TRAINING_405B, _search_all, _workload, fits_timed
 
 
 @pytest.fixture(autouse=True)
@@ -67,14 +67,6 @@ def test_the_ceiling_is_above_every_fastest_layout(monkeypatch):
 
 def test_late_degrees_are_left_untimed(monkeypatch):
     """The 405B search at max_nodes 4,096 times 1,340 (TP, PP, DP)s instead of 2,202 (when written)."""
-    counts = []
-    for skip in (True, False):
-        timed: list[int] = []
-        real = st._fastest_fit
-        with monkeypatch.context() as m:
-            m.setattr(st, "_fastest_fit", lambda *a: timed.append(1) or real(*a))
-            if not skip:
-                m.setattr(st._TrainingSearch, "late_at_ceiling", lambda *a: False)
-            _search_all(_workload(AT_4096))
-        counts.append(len(timed))
-    assert counts[0] < 0.7 * counts[1]
+    skipping, _ = fits_timed(monkeypatch, lambda: _search_all(_workload(AT_4096)))
+    timing_all, _ = fits_timed(monkeypatch, lambda: _search_all(_workload(AT_4096)), ("late_at_ceiling", False))
+    assert skipping < 0.7 * timing_all

@@ -205,22 +205,31 @@ def test_a_late_run_is_priced_only_when_its_type_has_nothing_in_time(monkeypatch
         plan_workload(late, bundled())
 
 
+def fits_timed(monkeypatch, run, replaced: tuple[str, object] | None = None) -> tuple[int, object]:
+    """How many (TP, PP, DP)s `run()` times (_fastest_fit calls), with one _TrainingSearch method replaced by a
+    constant answer when given; and what run returned."""
+    timed: list[int] = []
+    real = st._fastest_fit
+    with monkeypatch.context() as m:
+        m.setattr(st, "_fastest_fit", lambda *a: timed.append(1) or real(*a))
+        if replaced:
+            m.setattr(st._TrainingSearch, replaced[0], lambda *a: replaced[1])
+        result = run()
+    return len(timed), result
+
+
 def test_a_type_with_nothing_in_time_times_only_the_layouts_that_could_word_its_nearest_miss(monkeypatch):
     """405B on p5.48xlarge at 64 nodes misses 2,160 h at every layout: the (TP, PP, DP)s whose ceiling is already
     late are timed only while their miss could be the nearest, and the miss is the one timing them all words."""
     late = _workload({**TRAINING_405B, "constraints": {"max_nodes": 64, "instance_types": ["p5.48xlarge"]}})
-    counts, texts = [], []
-    for lazy in (True, False):
-        timed: list[int] = []
-        real = st._fastest_fit
-        with monkeypatch.context() as m:
-            m.setattr(st, "_fastest_fit", lambda *a: timed.append(1) or real(*a))
-            if not lazy:
-                m.setattr(st._TrainingSearch, "late_floor", lambda *a: None)
-            clear_search_tables()
-            with pytest.raises(InfeasibleError) as exc:
-                plan_workload(late, bundled())
-        counts.append(len(timed))
-        texts.append(str(exc.value))
-    assert texts[0] == texts[1] and "5,084 h to train" in texts[0]
-    assert counts[0] < 0.8 * counts[1], counts
+
+    def refusal() -> str:
+        clear_search_tables()
+        with pytest.raises(InfeasibleError) as exc:
+            plan_workload(late, bundled())
+        return str(exc.value)
+
+    lazy, lazy_text = fits_timed(monkeypatch, refusal)
+    eager, eager_text = fits_timed(monkeypatch, refusal, ("late_floor", None))
+    assert lazy_text == eager_text and "5,084 h to train" in lazy_text
+    assert lazy < 0.8 * eager, (lazy, eager)
