@@ -230,6 +230,6 @@ def test_a_type_with_nothing_in_time_times_only_the_layouts_that_could_word_its_
         return str(exc.value)
 
     lazy, lazy_text = fits_timed(monkeypatch, refusal)
-    eager, eager_text = fits_timed(monkeypatch, refusal, ("late_floor", None))
+    eager, eager_text = fits_timed(monkeypatch, refusal, ("late_at_ceiling", False))
     assert lazy_text == eager_text and "5,084 h to train" in lazy_text
     assert lazy < 0.8 * eager, (lazy, eager)

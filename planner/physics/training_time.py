@@ -123,20 +123,6 @@ def _dequantise_s(work: TrainingWork, accel: Accelerator, layout: TrainingLayout
     return layout.microbatches * passes * bytes_per_pass / efficiency.effective_bandwidth(accel, "bf16")
 
 
-def _data_parallel_s(work: TrainingWork, itype: InstanceType, accel: Accelerator, layout: TrainingLayout,
-                     compute_s: float, arch: Architecture, traffic_s: tuple[float, float] | None = None) -> float:
-    """Exposed data-parallel communication. Per micro-batch: ZeRO-3/FSDP all-gather the weights in the
-    forward and again in the backward and reduce-scatter gradients; ZeRO-2 reduce-scatters gradients
-    (DeepSpeed). Once per step: ZeRO-0 all-reduces gradients (DDP accumulates locally), ZeRO-1
-    reduce-scatters them and all-gathers the updated weights, ZeRO-2 all-gathers the weights.
-    Per-micro-batch traffic overlaps that micro-batch's compute; per-step traffic the last backward.
-    With expert parallelism the routed experts' share reduces over the dp/ep expert-data-parallel
-    ranks, each holding 1/ep of them (planner/physics/expert_training.py)."""
-    if layout.dp <= 1:
-        return 0.0
-    return exposed_dp_s(traffic_s or _dp_traffic_s(work, itype, accel, layout, arch), compute_s, layout.microbatches)
-
-
 def dp_traffic_memo(work: TrainingWork, itype: InstanceType, accel: Accelerator, tp: int, pp: int, dp_ranks: int,
                     zero: int, ep: int, arch: Architecture, memo: dict) -> tuple[float, float]:
     """_dp_traffic_s over `dp_ranks` ranks that hold the same weights (CP folded into DP), kept in step_parts'
@@ -149,7 +135,13 @@ def dp_traffic_memo(work: TrainingWork, itype: InstanceType, accel: Accelerator,
 
 
 def exposed_dp_s(traffic: tuple[float, float], compute_s: float, microbatches: int) -> float:
-    """Exposed data-parallel time of a step from its (per micro-batch, per step) collectives (_data_parallel_s)."""
+    """Exposed data-parallel communication of a step from its (per micro-batch, per step) collectives
+    (_dp_traffic_s). Per micro-batch: ZeRO-3/FSDP all-gather the weights in the forward and again in the
+    backward and reduce-scatter gradients; ZeRO-2 reduce-scatters gradients (DeepSpeed). Once per step: ZeRO-0
+    all-reduces gradients (DDP accumulates locally), ZeRO-1 reduce-scatters them and all-gathers the updated
+    weights, ZeRO-2 all-gathers the weights. Per-micro-batch traffic overlaps that micro-batch's compute;
+    per-step traffic the last backward. With expert parallelism the routed experts' share reduces over the
+    dp/ep expert-data-parallel ranks, each holding 1/ep of them (planner/physics/expert_training.py)."""
     per_microbatch, per_step = traffic
     compute_per_microbatch = compute_s / microbatches
     exposed = microbatches * max(0.0, per_microbatch - efficiency.COMM_OVERLAP * compute_per_microbatch)
@@ -249,10 +241,8 @@ def step_parts(arch: Architecture, itype: InstanceType, accel: Accelerator, prec
     # PP: activations cross stage boundaries over the NICs once stages span nodes (step_from_parts).
     pp_link = inter_node_bytes_per_s(itype) if devices > apn else intra
     # gradients reduce over the DP × CP ranks, which all hold the same weights (context_parallel.py)
-    grads_layout = replace(layout, dp=dp * cp, cp=1) if cp > 1 else layout
-    traffic = dp_traffic_memo(work, itype, accel, tp, pp, dp * cp, layout.zero, layout.ep, arch, memo) \
-        if dp * cp > 1 else None
-    dp_s = _data_parallel_s(work, itype, accel, grads_layout, compute_s, arch, traffic)
+    dp_s = exposed_dp_s(dp_traffic_memo(work, itype, accel, tp, pp, dp * cp, layout.zero, layout.ep, arch, memo),
+                        compute_s, m) if dp * cp > 1 else 0.0
     ep_s = all_to_all_step_s(arch, itype, accel, tp, pp, layout.ep, b, m, seq // cp, ck)
     cp_s = cp_step_s(arch, itype, accel, seq, tp, pp, cp, b, m, ck, _attention_flops_per_s(accel, precision)) if cp > 1 else 0.0
     return StepParts(devices, tokens, peak, bandwidth, matmul_s, nonmatmul_s, experts_s, adapters_s, compute_s, tp_s,
@@ -304,7 +294,7 @@ def device_s_per_token_floor(arch: Architecture, itype: InstanceType, accel: Acc
     = tp·pp·dp·cp: compute_s = tokens/devices × (matmul + non-matmul per token) + experts, adapters and
     dequantisation (each ≥ 0); tp_s = m·⌈L/pp⌉·reduces·r = tokens/devices × tp·pp·cp·⌈L/pp⌉·reduces·r / (b·s).
     A step is compute × (1 + bubble) + tp_s + terms ≥ 0 (step_from_parts): the search's run floor
-    (planner/search/run_floor.py)."""
+    (planner/search/step_floor.py)."""
     _, bandwidth, intra, _ = _fixed(arch, accel, precision, seq, work, memo)
     matmul = _matmul_per_token_memo(arch, accel, precision, work, seq, tp, micro_batch, checkpointing, memo, cp)
     passes = 4 / 3 if checkpointing == "full" else 1.0
@@ -326,7 +316,7 @@ def step_from_parts(parts: StepParts, arch: Architecture, seq: int, layout: Trai
     # PP: activations cross each stage boundary forward and back (v times as many boundaries when
     # interleaved).
     crossings = 2 * m * p2p_factor(name, v)
-    pp_s = crossings * seq // layout.cp * b * arch.hidden_size * 2 / tp / parts.pp_link if pp > 1 else 0.0
+    pp_s = crossings * (seq // layout.cp) * b * arch.hidden_size * 2 / tp / parts.pp_link if pp > 1 else 0.0
     tp_s, dp_s, ep_s, cp_s = parts.tp_s, parts.dp_s, parts.ep_s, parts.cp_s
     optimizer_s = 2 * local_state_bytes / parts.bandwidth
     step = compute_s + bubble_s + tp_s + pp_s + dp_s + ep_s + cp_s + optimizer_s

@@ -65,8 +65,8 @@ class NearestMiss:
             miss = word()
             if miss is None:  # nothing to word after all (no layout of it fits)
                 continue
-            key, held = (-miss.stage, miss.shortfall), (self._miss and (-self._miss.stage, self._miss.shortfall))
-            if self._miss is None or key < held or (key == held and at < self._at):
+            if self._miss is None or ((-miss.stage, miss.shortfall), at) < ((-self._miss.stage, self._miss.shortfall),
+                                                                            self._at):
                 self._miss, self._at = miss, at
         self._deferred.clear()
         return self._miss

@@ -32,14 +32,20 @@ def bubble_floor(pp: int, layers: int, zero_bubble: bool, microbatches: int) -> 
     return min(bubble_fraction(schedule, pp, microbatches, v) for schedule, v in schedule_options(pp, layers, zero_bubble))
 
 
-def tokens_per_s_ceiling(arch, itype, accel, precision: str, seq: int, work, tp: int, pp: int, dp: int,
-                         micro_batch: int, microbatches: int, checkpointing: str, memo: dict, cp: int = 1) -> float:
-    """No layout of these degrees, micro-batch and recompute mode trains faster than this (the module's proof)."""
-    key = ("floor", tp, pp, micro_batch, checkpointing, cp)  # memo: step_parts' per-type table (it reads no DP)
+def _floor(arch, itype, accel, precision: str, seq: int, work, tp: int, pp: int, micro_batch: int, checkpointing: str,
+           memo: dict, cp: int) -> tuple[float, float]:
+    """device_s_per_token_floor, kept in step_parts' per-type memo (it reads no DP)."""
+    key = ("floor", tp, pp, micro_batch, checkpointing, cp)
     if (floor := memo.get(key)) is None:
         floor = memo[key] = device_s_per_token_floor(arch, itype, accel, precision, seq, work, tp, pp, micro_batch,
                                                      checkpointing, memo, cp)
-    compute, tp_part = floor
+    return floor
+
+
+def tokens_per_s_ceiling(arch, itype, accel, precision: str, seq: int, work, tp: int, pp: int, dp: int,
+                         micro_batch: int, microbatches: int, checkpointing: str, memo: dict, cp: int = 1) -> float:
+    """No layout of these degrees, micro-batch and recompute mode trains faster than this (the module's proof)."""
+    compute, tp_part = _floor(arch, itype, accel, precision, seq, work, tp, pp, micro_batch, checkpointing, memo, cp)
     bubble = bubble_floor(pp, arch.layers, not accel.is_neuron, microbatches)
     return tp * pp * dp * cp / (compute * (1 + bubble) + tp_part) * (1 + ROUNDING_MARGIN)
 
@@ -56,11 +62,7 @@ def layout_tokens_per_s_ceiling(arch, itype, accel, precision: str, seq: int, wo
     same collectives a, q and overlap k). g(c) = c·(1 + bubble_min) + exposed(c) is convex and piecewise linear
     in c (a sum of a line and two hinges), so its least value over c ≥ c0 is at c0 or at a hinge above c0;
     the step is at least that plus tp_s, whatever the schedule."""
-    key = ("floor", tp, pp, micro_batch, checkpointing, cp)
-    if (floor := memo.get(key)) is None:
-        floor = memo[key] = device_s_per_token_floor(arch, itype, accel, precision, seq, work, tp, pp, micro_batch,
-                                                     checkpointing, memo, cp)
-    compute, tp_part = floor
+    compute, tp_part = _floor(arch, itype, accel, precision, seq, work, tp, pp, micro_batch, checkpointing, memo, cp)
     devices, tokens = tp * pp * dp * cp, microbatches * micro_batch * dp * seq
     per_device = tokens / devices
     bubble = bubble_floor(pp, arch.layers, not accel.is_neuron, microbatches)
@@ -88,11 +90,7 @@ def degrees_ceilings(arch, itype, accel, precision: str, seq: int, work, tp: int
             continue
         bubble = bubble_floor(pp, arch.layers, zero_bubble, math.ceil(seqs / (dp * mb)))
         for ck in checkpointings:
-            key = ("floor", tp, pp, mb, ck, cp)  # the same memo entry tokens_per_s_ceiling keeps
-            if (floor := memo.get(key)) is None:
-                floor = memo[key] = device_s_per_token_floor(arch, itype, accel, precision, seq, work, tp, pp, mb,
-                                                             ck, memo, cp)
-            compute, tp_part = floor
+            compute, tp_part = _floor(arch, itype, accel, precision, seq, work, tp, pp, mb, ck, memo, cp)
             yield devices / (compute * (1 + bubble) + tp_part) * (1 + ROUNDING_MARGIN)
 
 

@@ -89,12 +89,6 @@ def ec2_serving_reason(itype: InstanceType) -> str:
             "ProductionVariantInstanceType), so deploy_target auto runs it as an EC2 instance")
 
 
-# A training search over this many node counts or more is shared with a forked helper process where one can
-# run (planner/search/split.py): below it the fork and the answers' return cost more than the half they spare
-# (~2 ms and ~5 ms against a search of ~20 ms at 16 nodes; bench/plan_speed.py).
-SPLIT_FROM_NODES = 64
-
-
 Found = tuple  # one type's search: (its best Candidate or the Miss that rules it out, its pool or None, target)
 
 
@@ -133,8 +127,9 @@ def _type_search(w: Workload, catalog: Catalog, target: str, prices, collecting:
     return search
 
 
-# A training search over this many node counts or more is shared with a forked helper process where one can
-# run (planner/search/split.py); below it, forking and returning the answers cost more than the half they spare.
+# A training search with a node cap this large or larger is shared with a forked helper process where one can
+# run (planner/search/split.py): forking and returning the answers cost a few ms, which a search of a few
+# dozen ms at smaller caps would not win back.
 SPLIT_FROM_NODES = 64
 
 

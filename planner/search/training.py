@@ -164,16 +164,16 @@ class _TrainingSearch:
                                         f"ZeRO-{top_zero}, micro-batch {min_mb}, {last_ck} recompute"
                                         f"{self.fit_edge}"))
             return None
-        fit_key = (tp, pp, dp, ckpts, zeros, mbs, eps) + ((cp,) if cp > 1 else ())
-        if (found := self.fits.get(fit_key, _UNSEEN)) is _UNSEEN:
-            if self.late_at_ceiling(tp, pp, dp, cp):
-                return None  # what pricing its fastest layout would conclude, without finding that layout
-            if self.best is None and (floor := self.late_floor(tp, pp, dp, nodes, cp)) is not None:
-                # late whatever its fastest layout: only its miss could count, so finding that layout waits
-                # until the miss is read, and then only if it could be the nearest (NearestMiss)
-                self.misses.defer(lambda: self._late_miss(tp, pp, dp, nodes, cp, fit_key, eps), floor)
-                return None
-            found = self._fit(tp, pp, dp, cp, fit_key, eps)
+        fit_key = (tp, pp, dp, ckpts, zeros, mbs, eps, cp)
+        if fit_key not in self.fits and self.late_at_ceiling(tp, pp, dp, cp):
+            # Late whatever its fastest layout: pricing that layout could only word a miss (price_run), so it is
+            # not even found. Once a best exists nobody reads the miss; before, finding the layout waits until
+            # the miss is read, and then only if it could be the nearest (NearestMiss).
+            if self.best is None:
+                self.misses.defer(lambda: self._late_miss(tp, pp, dp, nodes, cp, fit_key, eps),
+                                  self.late_floor(nodes, self.ceiling(tp, pp, dp, cp)))
+            return None
+        found = self._fit(tp, pp, dp, cp, fit_key, eps)
         return None if found is None else self.price_run(tp, pp, dp, nodes, *found, cp=cp)
 
     def _fit(self, tp: int, pp: int, dp: int, cp: int, fit_key: tuple, eps: tuple[int, ...]):
@@ -192,17 +192,25 @@ class _TrainingSearch:
                 self.mbs, self.ckpts, self.step_memo, cp)
         return ceiling
 
-    def late_floor(self, tp: int, pp: int, dp: int, nodes: int, cp: int) -> tuple[int, float] | None:
-        """When even the ceiling of these degrees misses the deadline: a floor under the (−stage, shortfall) of
-        the miss pricing their fastest layout words (price_run: late by at least tokens ÷ ceiling where storage
-        streams from S3 at the ceiling's rate, so at any lower one; else 0), else None."""
+    def late_at_ceiling(self, tp: int, pp: int, dp: int, cp: int) -> bool:
+        """Whether even the fastest any layout of these degrees can train (step_floor.degrees_ceiling) is late."""
+        return self.late(self.ceiling(tp, pp, dp, cp))
+
+    def late(self, tokens_per_s: float) -> bool:
+        """Whether a run at most this fast misses the deadline at the slow edge (every quote takes at least
+        tokens ÷ tokens/s: run_quotes adds the launch, spot its losses); no speed at all (no micro-batch
+        feeds the ranks: a ceiling of 0) is late too."""
         t = self.w.training
-        ceiling = self.ceiling(tp, pp, dp, cp)
-        if not t.deadline_hours or not ceiling or t.tokens / ceiling * self.slow <= t.deadline_hours * 3600:
-            return None
-        late_by = t.tokens / ceiling * self.slow / (t.deadline_hours * 3600) \
-            if self.prices.never_refused(nodes, ceiling) else 0.0
-        return -2, late_by
+        return bool(t.deadline_hours) and (not tokens_per_s or t.tokens / tokens_per_s * self.slow > t.deadline_hours * 3600)
+
+    def late_floor(self, nodes: int, tokens_per_s: float) -> tuple[int, float]:
+        """A floor under the (−stage, shortfall) of the miss a late run at most this fast words: late by at least
+        tokens ÷ tokens/s where its storage streams from S3 at this rate (so at any lower one) and cannot be
+        refused (a run with no quote at all words ∞), else 0."""
+        t = self.w.training
+        if not tokens_per_s or not self.prices.never_refused(nodes, tokens_per_s):
+            return -2, 0.0
+        return -2, t.tokens / tokens_per_s * self.slow / (t.deadline_hours * 3600)
 
     def _late_miss(self, tp: int, pp: int, dp: int, nodes: int, cp: int, fit_key: tuple, eps) -> Miss | None:
         """The miss price_run words for these degrees' fastest layout (late at every option), or None when no
@@ -215,20 +223,6 @@ class _TrainingSearch:
                                   mem.weights + mem.gradients + mem.optimizer, self.itype.accelerators_per_node)
         return self._offer_miss(offer, nodes, tp, pp, dp, cp)
 
-    def late_at_ceiling(self, tp: int, pp: int, dp: int, cp: int = 1) -> bool:
-        """True when a best exists and even the tokens/s ceiling of these degrees (planner/search/step_floor.py)
-        misses the deadline. Then try_nodes returns None whatever their fastest layout is: it trains at most
-        that fast, so train_s ≥ tokens ÷ ceiling, and every quote takes at least train_s (on-demand, a
-        commitment and a capacity block exactly; spot train_s ÷ (1 − lost)), so price_run finds none in time
-        or a refusal (None either way), and the miss it would word is never read once a best exists."""
-        t = self.w.training
-        if self.best is None or not t.deadline_hours:
-            return False
-        ceiling = self.ceiling(tp, pp, dp, cp)
-        # late at the largest ceiling ⇔ late at every one (tokens ÷ x falls as x rises, rounding included);
-        # no micro-batch feeding the ranks (ceiling 0) is late too
-        return ceiling == 0.0 or t.tokens / ceiling * self.slow > t.deadline_hours * 3600
-
     def price_run(self, tp: int, pp: int, dp: int, nodes: int, layout: tuple, mem, est, cp: int = 1) -> bool | None:
         """The run at its cheapest option that meets the deadline, kept if it beats the best so far."""
         t, prices, slow = self.w.training, self.prices, self.slow
@@ -238,15 +232,11 @@ class _TrainingSearch:
         def priced():
             return prices.offer(nodes, time_to_train_s, est.tokens_per_s, states_bytes, self.itype.accelerators_per_node)
 
-        if t.deadline_hours and time_to_train_s * slow > t.deadline_hours * 3600:
-            # Late under every option (each quote takes at least train_s: run_quotes adds the launch, spot its
-            # losses), so pricing it could only word its miss (issue 29): read only if nothing on this type is in
-            # time, it is worded then. Where storage cannot be refused it is late by at least train_s (or has
-            # no quote at all: ∞), the floor that spares wording it once a nearer miss is known.
+        if self.late(est.tokens_per_s):
+            # late under every option, so pricing it could only word its miss: worded only if it is read (issue 29)
             if self.best is None:
-                late_by = time_to_train_s * slow / (t.deadline_hours * 3600) \
-                    if prices.never_refused(nodes, est.tokens_per_s) else 0.0
-                self.misses.defer(lambda: self._offer_miss(priced(), nodes, tp, pp, dp, cp), (-2, late_by))
+                self.misses.defer(lambda: self._offer_miss(priced(), nodes, tp, pp, dp, cp),
+                                  self.late_floor(nodes, est.tokens_per_s))
             return None
         verdict = None if self.best_usd is None or self.collect is not None else prices.verdict(
             nodes, time_to_train_s, est.tokens_per_s, self.best_usd, slow)
