@@ -52,8 +52,8 @@ FP8_GEMM_EFFICIENCY_FACTOR = 1.14
 # peak. Measured, not fitted: vLLM PR #20646 (2025-07-08, CUTLASS NVFP4 dense GEMM on B200, Llama-3.1-8B
 # N=6144 K=4096, M=16,384, its table before the tuned configs) sustained 3,039 TFLOP/s with activation
 # quantisation against torch BF16's 1,360 TFLOP/s in the same run: (3,039 / 9,000) ÷ (1,360 / 2,250) = 0.56
-# of B200's dense peaks. Every FP4 row in the reference data comes from one source (TensorRT-LLM's perf-overview), so a fit
-# could not be checked leave-one-source-out; the measured value stands (issue 25). Applied to decode's
+# of B200's dense peaks. Every FP4 row in the reference data comes from one source (TensorRT-LLM's
+# perf-overview), so a fit could not be checked leave-one-source-out; the measured value stands (issue 25). Applied to decode's
 # GEMMs (planner/physics/performance.py decode_step: B200's 70B/405B decode-heavy offline rows from +50-63%
 # to +10-24% fast). Prefill on B200 already runs at the lowest fitted generation's share (0.47, no
 # Blackwell prefill row): with this factor on top its prefill-heavy rows turn 20-32% slow, so it is not applied there.
