@@ -152,14 +152,18 @@ def below_model_states(catalog: Catalog) -> list[str]:
     Llama 3.2 1B and 3B full fine-tunes, published as 1xA10G at 8.7 and 16.5 GB: bf16-true AdamW keeps
     8 bytes per parameter, 9.9 and 25.7 GB, more than the 3B's A10G has): not the stated layout, so no
     memory model can reproduce them. Dropped from the peak-memory comparison and listed, like implausible()."""
-    out = []
-    for data in sources().values():
+    return [r["id"] for _, r in _peak_memory_rows(catalog)  # offloaded states are not on the GPU
+            if not r.get("offload_optimizer") and r["peak_memory_gib"] * 2**30 < model_state_bytes(catalog, r)]
+
+
+def _peak_memory_rows(catalog: Catalog):
+    """(source id, resolved row) of every training row with a published peak and a layout the planner can
+    reproduce (its throughput may be unpublished)."""
+    for source_id, data in sources().items():
         for r in data["rows"]:
-            if "seq" in r and isinstance(r.get("peak_memory_gib"), (int, float)) and not r.get("offload_optimizer") \
-                    and why_not(r, catalog) in (None, "no throughput published"):  # offloaded states: not on the GPU
-                if r["peak_memory_gib"] * 2**30 < model_state_bytes(catalog, resolved(r)):
-                    out.append(r["id"])
-    return out
+            if "seq" in r and isinstance(r.get("peak_memory_gib"), (int, float)) \
+                    and why_not(r, catalog) in (None, "no throughput published"):
+                yield source_id, resolved(r)
 
 
 def peak_memory_bytes(catalog: Catalog, row: dict) -> float:
@@ -419,18 +423,13 @@ def memory_rows(catalog: Catalog, row_type):
     from planner.physics.memory import runtime_overhead_bytes
 
     out, dropped = [], set(implausible(catalog)) | set(below_model_states(catalog))
-    for source_id, data in sources().items():
-        for r in data["rows"]:
-            if "seq" not in r or not isinstance(r.get("peak_memory_gib"), (int, float)) or r["id"] in dropped:
-                continue
-            reason = why_not(r, catalog)
-            if reason and reason != "no throughput published":
-                continue
-            r = resolved(r)
-            t = training_inputs(catalog, r)
-            need = peak_memory_bytes(catalog, r)
-            if r.get("framework") in ALLOCATOR_PEAK_FRAMEWORKS:
-                need -= runtime_overhead_bytes(r["gpus"], t["accel"].is_neuron)
-            setup_text = f"{r.get('model') or 'custom'} {r['accelerator']}×{r['gpus']} {r.get('method', 'full')} mb{t['mb']} s{r['seq']}"
-            out.append(row_type(r["id"], "training peak memory", source_id, setup_text, need / 2**30, r["peak_memory_gib"]))
+    for source_id, r in _peak_memory_rows(catalog):
+        if r["id"] in dropped:
+            continue
+        t = training_inputs(catalog, r)
+        need = peak_memory_bytes(catalog, r)
+        if r.get("framework") in ALLOCATOR_PEAK_FRAMEWORKS:
+            need -= runtime_overhead_bytes(r["gpus"], t["accel"].is_neuron)
+        setup_text = f"{r.get('model') or 'custom'} {r['accelerator']}×{r['gpus']} {r.get('method', 'full')} mb{t['mb']} s{r['seq']}"
+        out.append(row_type(r["id"], "training peak memory", source_id, setup_text, need / 2**30, r["peak_memory_gib"]))
     return out

@@ -21,7 +21,7 @@ from planner.workload.presets import Architecture
 from planner.physics.prefill_compute import prefill_compute_s
 from planner.physics.prefix import prefix_cached_tokens
 from planner.physics.speculative import Speculation, seconds_per_token
-from planner.hardware.units import BYTES_PER_PARAM, compute_precision
+from planner.hardware.units import BYTES_PER_PARAM, attention_precision, compute_precision
 
 
 def moe_weight_bytes_read(arch: Architecture, precision: str, batch: int) -> float:
@@ -75,13 +75,9 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     weights_s, kv_s = weights / efficiency.effective_bandwidth(accel, precision), kv / efficiency.kv_bandwidth(accel)
     attention_flops = 4 * arch.layers * arch.attention_heads * arch.head_dim * context_tokens
     linear_precision = compute_precision(precision, accel.supports.fp4)
-    achieved = accel.peak_flops(linear_precision) * efficiency.gemm_efficiency(accel)
-    # NVFP4's block-scaled GEMMs reach less of the FP4 roof (efficiency.FP4_GEMM_EFFICIENCY_FACTOR, measured)
-    gemm_achieved = achieved * (efficiency.FP4_GEMM_EFFICIENCY_FACTOR if linear_precision == "fp4" else 1.0)
-    gemm_s = batch * 2 * arch.params_per_token / (tp * pp * ep_nodes) / gemm_achieved
-    # attention's QK and PV run in 16-bit whatever the weights' precision (as prefill_compute.py)
-    attention_precision = "bf16" if linear_precision in ("fp8", "fp4") else linear_precision
-    attention_peak = accel.peak_flops(attention_precision) or accel.peak_flops(linear_precision)
+    gemm_s = batch * 2 * arch.params_per_token / (tp * pp * ep_nodes) / (
+        accel.peak_flops(linear_precision) * efficiency.decode_gemm_efficiency(accel, linear_precision))
+    attention_peak = accel.peak_flops(attention_precision(linear_precision)) or accel.peak_flops(linear_precision)
     attention_s = batch * attention_flops / (tp * pp * ep_nodes) / (attention_peak * efficiency.gemm_efficiency(accel))
     memory_s, compute_s = weights_s + kv_s, gemm_s + attention_s
     activation = local * arch.hidden_size * 2
