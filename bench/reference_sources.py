@@ -131,7 +131,8 @@ def memory_inputs(catalog: Catalog, row: dict) -> dict:
     t["setup"] = replace(t["setup"], states=states, offload_optimizer=bool(row.get("offload_optimizer")),
                          optimizer=row.get("optimizer") or "adamw",
                          optimizer_in_backward=bool(row.get("optimizer_in_backward")),
-                         loss_chunks=row.get("loss_chunks") or 1)
+                         loss_chunks=row.get("loss_chunks") or 1,
+                         activation_offload=bool(row.get("activation_offload")))
     t["checkpointing"] = recompute.get(str(row.get("checkpointing")), t["checkpointing"])
     if row.get("zero") is None and row.get("framework") in DISTRIBUTED_OPTIMIZER_FRAMEWORKS:
         t["zero"] = 1

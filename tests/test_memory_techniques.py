@@ -58,12 +58,54 @@ def _rows(catalog) -> dict[str, Row]:
 
 def test_torchtune_optimisation_flags_rows_as_published(catalog):
     """torchtune's Llama 3.2 3B table on one A100 (Peak Memory Active, GiB), each row adding a technique:
-    optimizer in backward 23.1, + activation offloading 21.8, + 8-bit AdamW 17.6. Before: +54%, +63%, +102%."""
+    optimizer in backward 23.1, + activation offloading 21.8, + 8-bit AdamW 17.6. Before: +54%, +63%, +102%;
+    before activation offloading was counted, the offloading row was +6.3% (23.17 GiB)."""
     rows = _rows(catalog)
     assert rows["torchtune-l32-3b-a100-optim-in-bwd"].predicted == pytest.approx(23.17, abs=0.01)
-    assert rows["torchtune-l32-3b-a100-adamw8bit"].predicted == pytest.approx(17.19, abs=0.01)
+    assert rows["torchtune-l32-3b-a100-act-offload"].predicted == pytest.approx(21.90, abs=0.01)
+    assert rows["torchtune-l32-3b-a100-adamw8bit"].predicted == pytest.approx(15.93, abs=0.01)
     assert abs(rows["torchtune-l32-3b-a100-optim-in-bwd"].error) < 0.02
-    assert abs(rows["torchtune-l32-3b-a100-adamw8bit"].error) < 0.05
+    assert abs(rows["torchtune-l32-3b-a100-act-offload"].error) < 0.01
+    assert abs(rows["torchtune-l32-3b-a100-adamw8bit"].error) < 0.10
+
+
+def test_activation_offloading_keeps_one_layer_on_the_gpu():
+    """torchtune's OffloadActivations moves every saved activation to host memory and brings each back for
+    its layer's backward: of the 28 checkpointed layer inputs (2·s·b·h bytes each under full recompute) one
+    stays; the recompute working set and the loss's logits are unchanged."""
+    arch = presets()["llama-3.1-8b"]
+    kept = training_memory(arch, _setup(states="bf16"), 1, 1, 1, 0, 2, 1, "full", True)
+    offloaded = training_memory(arch, _setup(states="bf16", activation_offload=True), 1, 1, 1, 0, 2, 1, "full", True)
+    layer_input = 2 * 4096 * 2 * arch.hidden_size
+    assert kept.activations - offloaded.activations == pytest.approx(layer_input * (arch.layers - 1))
+    assert offloaded.weights == kept.weights and offloaded.optimizer == kept.optimizer
+
+
+def test_adapters_keep_the_code_bases_state_precision():
+    """LoRA adapters train in fp32 with AdamW's fp32 moments (4 + 4 + 8 B/param, PEFT's upcast) unless the code
+    base keeps every state in bf16 (torchtune, LitGPT bf16-true: 2 + 2 + 4 B/param)."""
+    from planner.physics.memory import lora_params
+
+    arch = presets()["llama-3.1-8b"]
+    lora = TrainingSetup("lora", "bf16", "adamw", "auto", 64, 4096)
+    adapters = lora_params(arch, 64)
+    base, grads, optimizer = training_model_states(arch, lora, 1, 1, 1, 0)
+    assert (grads, optimizer) == (pytest.approx(adapters * 4.0), pytest.approx(adapters * 8.0))
+    base16, grads16, optimizer16 = training_model_states(arch, TrainingSetup("lora", "bf16", "adamw", "auto", 64, 4096,
+                                                                             states="bf16"), 1, 1, 1, 0)
+    assert (grads16, optimizer16) == (pytest.approx(adapters * 2.0), pytest.approx(adapters * 4.0))
+    assert base - base16 == pytest.approx(adapters * 2.0)
+
+
+def test_a_run_whose_sequence_length_is_unpublished_is_not_compared(catalog):
+    """torchtune's baseline row ran an unpacked dataset, each batch padded to its longest sample (at most 4,096):
+    the sequence a step ran is unpublished, so neither its peak memory nor its tokens/s can be reproduced
+    (compared at 4,096 it was +112% and +224%)."""
+    baseline = next(r for r in rs.sources()["torchtune-readme-memory-speed"]["rows"]
+                    if r["id"] == "torchtune-l32-3b-a100-baseline")
+    assert baseline["seq"] is None
+    assert rs.why_not(baseline, catalog) == "layout (tp, pp, dp, micro-batch, sequence) not fully stated"
+    assert "torchtune-l32-3b-a100-baseline" not in _rows(catalog)
 
 
 def test_published_peaks_are_the_allocators(catalog):
@@ -76,7 +118,7 @@ def test_published_peaks_are_the_allocators(catalog):
 
 
 def test_peak_memory_median_error(catalog):
-    """27 rows of 3 sources (no fitted constant: held out or not, the same); before 16.5% (+12.0%)."""
+    """24 rows of 3 sources (no fitted constant: held out or not, the same); before 16.5% (+12.0%)."""
     import statistics
     errors = [r.error for r in rs.memory_rows(catalog, Row)]
     assert statistics.median(abs(e) for e in errors) < 0.15

@@ -235,6 +235,11 @@ class TrainingSetup:
     # optimizer step into the backward pass", 2023): about one block's gradients live at once.
     optimizer_in_backward: bool = False
     loss_chunks: int = 1  # cross-entropy computed in this many chunks (logit_bytes_per_token_entry)
+    # Every activation the backward needs is copied to pinned host memory as the forward saves it and
+    # brought back when its backward runs (torchtune `enable_activation_offloading`,
+    # torchtune/training/_activation_offloading.py OffloadActivations: every saved tensor of 1 KiB or more
+    # that is not a parameter, the output head's excepted): one layer's share stays on the GPU.
+    activation_offload: bool = False
 
 
 # Bytes per parameter (weights, gradients, optimizer) for full training, by how states are kept:
@@ -300,10 +305,13 @@ def training_model_states(arch: Architecture, setup: TrainingSetup, tp: int, pp:
         dense = zero_model_states((arch.params - routed) / shard, dp, zero, w_b, g_b, o_b)
         experts = zero_model_states(routed / (shard * ep), dp // ep, zero, w_b, g_b, o_b)
         return dense[0] + experts[0], dense[1] + experts[1], dense[2] + experts[2]
-    # LoRA / QLoRA: the frozen base has no gradients or optimizer state; adapters train in fp32.
+    # LoRA / QLoRA: the frozen base has no gradients or optimizer state. Adapters train in fp32 (PEFT
+    # upcasts them, autocast_adapter_dtype) unless the code base keeps every state in bf16 (STATE_BYTES:
+    # torchtune builds the model in its bf16 default dtype, LitGPT's bf16-true), adapters included.
     base = base_weight_bytes(arch, setup) / shard
     adapters = lora_params(arch, setup.lora_rank) / shard
-    a_w, a_g, a_o = zero_model_states(adapters, dp, zero, 4.0, 4.0, optimizer_state_bytes(setup.optimizer, False))
+    adapter_bytes = STATE_BYTES["bf16"] if setup.states == "bf16" else (4.0, 4.0, optimizer_state_bytes(setup.optimizer, False))
+    a_w, a_g, a_o = zero_model_states(adapters, dp, zero, *adapter_bytes)
     return base / (dp if zero >= 3 else 1) + a_w, a_g, a_o
 
 
@@ -331,9 +339,12 @@ def training_memory(arch: Architecture, setup: TrainingSetup, tp: int, pp: int, 
     per_layer = activation_bytes_per_layer(seq, micro_batch, arch, tp, checkpointing, flash_attention)
     in_flight = min(pp, microbatches)
     layers_here = math.ceil(arch.layers / pp)
-    activations = per_layer * layers_here * in_flight
-    if pp > 1 and virtual_stages > 1:
-        activations *= 1 + (pp - 1) / (pp * virtual_stages)
+    if setup.activation_offload:  # the layer whose backward runs holds its activations back on the GPU
+        activations = per_layer
+    else:
+        activations = per_layer * layers_here * in_flight
+        if pp > 1 and virtual_stages > 1:
+            activations *= 1 + (pp - 1) / (pp * virtual_stages)
     if checkpointing == "full":  # one layer's full working set during its recomputation
         activations += activation_bytes_per_layer(seq, micro_batch, arch, tp, "none", flash_attention)
     logits = seq * micro_batch * arch.vocab_size / tp * logit_bytes_per_token_entry(setup.loss_chunks)
