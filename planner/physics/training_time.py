@@ -46,6 +46,7 @@ class TrainingWork:
     grad_bytes: float
     updated_param_bytes: float  # per trainable parameter, as ZeRO-1/2 all-gathers them after the update
     base_params: float  # frozen parameters that QLoRA dequantises on every matmul (0 otherwise)
+    dp_bucket_bytes: float | None = None  # gradient bucket of ZeRO-0/1/2 collectives; None: Megatron's (dp_buckets)
 
 
 def training_work(arch: Architecture, setup: TrainingSetup) -> TrainingWork:
@@ -180,16 +181,29 @@ def _dp_collectives_s(work: TrainingWork, itype: InstanceType, accel: Accelerato
     updated = work.trainable_params * work.updated_param_bytes / shard
     gathered = work.gathered_weight_bytes / shard
     # only the chosen stage's collectives are timed (the search times thousands of layouts);
-    # ZeRO-3/FSDP gather and reduce-scatter layer by layer: one collective per layer of the stage
+    # ZeRO-3/FSDP gather and reduce-scatter layer by layer: one collective per layer of the stage;
+    # ZeRO-0/1/2 one per gradient bucket (dp_buckets)
+    calls = dp_buckets(work, shard, dp)
     if layout.zero == 3:
         per_microbatch, per_step = 2 * coll(gathered, 1, layers) + coll(grads, 1, layers), 0.0
     elif layout.zero == 2:
-        per_microbatch, per_step = coll(grads, 1), coll(updated, 1)
+        per_microbatch, per_step = coll(grads, 1, calls), coll(updated, 1, calls)
     elif layout.zero == 1:
-        per_microbatch, per_step = 0.0, coll(grads, 1) + coll(updated, 1)
+        per_microbatch, per_step = 0.0, coll(grads, 1, calls) + coll(updated, 1, calls)
     else:
-        per_microbatch, per_step = 0.0, coll(grads, 2)
+        per_microbatch, per_step = 0.0, coll(grads, 2, calls)
     return per_microbatch, per_step
+
+
+def dp_buckets(work: TrainingWork, shard: int, dp: int) -> int:
+    """Collectives a rank's gradients are reduced in: data parallelism issues one per bucket, as the backward
+    fills them. Megatron's default bucket is max(40M, 1M·dp) parameters (megatron/core/distributed/
+    distributed_data_parallel.py, `bucket_size`); PyTorch DDP's `bucket_cap_mb` is 25 MiB
+    (work.dp_bucket_bytes where a code base runs it)."""
+    params = work.trainable_params / shard
+    if work.dp_bucket_bytes:
+        return max(1, math.ceil(params * work.grad_bytes / work.dp_bucket_bytes))
+    return max(1, math.ceil(params / max(40e6, 1e6 * dp)))
 
 
 @dataclass(frozen=True)
