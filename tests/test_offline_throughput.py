@@ -114,3 +114,40 @@ def test_decode_step_sums_the_gemm_and_attention_rooflines(catalog, arch):
     step = decode_step(llama, h200, "fp8", "fp8", 1, 1, b, ctx)
     assert step.seconds == pytest.approx(gemm_s + kv_s + efficiency.decode_overhead_s(h200, 1, llama.layers))
     assert step.seconds > max(weights_s + kv_s, gemm_s + attention_s) + efficiency.decode_overhead_s(h200, 1, llama.layers)
+
+
+def test_b200_nvfp4_decode_gemms_run_at_the_measured_share_of_the_fp4_roof(catalog):
+    """Issue 25: Llama-3.1-70B NVFP4 on one B200, ISL/OSL 128/2048 (published 9,922 tokens/s, predicted
+    15,064 at batch 394 and a 25.3 ms step before). The decode GEMMs run at gemm share × FP4 peak ×
+    FP4_GEMM_EFFICIENCY_FACTOR (0.56, vLLM PR #20646's CUTLASS NVFP4 vs BF16 on B200), and attention's
+    FLOPs at the BF16 peak."""
+    from planner.physics import efficiency
+    from planner.physics.memory import kv_bytes_per_sequence
+    from planner.physics.performance import decode_step
+
+    row = _row("trtllm10-b200-llama-3.1-70b-tp1-fp4-128-2048")
+    itype, b200 = _b200(catalog)
+    arch = rs._architecture(row)
+    b, ctx = 394, 128 + 2048 / 2
+    share = efficiency.gemm_efficiency(b200)
+    gemm_s = b * 2 * arch.params_per_token / (b200.peak_flops("fp4") * share * efficiency.FP4_GEMM_EFFICIENCY_FACTOR)
+    kv_s = b * kv_bytes_per_sequence(arch, int(ctx), "fp8") / efficiency.kv_bandwidth(b200)
+    step = decode_step(arch, b200, "nvfp4", "fp8", 1, 1, b, ctx)
+    assert step.seconds == pytest.approx(gemm_s + kv_s + efficiency.decode_overhead_s(b200, 1, arch.layers))
+    attention = b * 4 * arch.layers * arch.attention_heads * arch.head_dim * ctx / (b200.peak_flops("bf16") * share)
+    assert step.compute_s == pytest.approx(gemm_s + attention)
+    e = predict_offline(arch, b200, itype, row)
+    assert (e.batch, e.decode_step_s) == (394, pytest.approx(step.seconds))
+    assert e.output_tokens_per_s == pytest.approx(11505, rel=1e-3)
+    assert e.output_tokens_per_s / 9922 - 1 < 0.20  # published 9,922: +16% (was +52%)
+
+
+def test_b200_offline_rows_median_error_within_fifteen_percent(catalog):
+    """Issue 25: the 20 B200 NVFP4 rows were +33.6% (median) with decode GEMMs at the full FP4 share."""
+    import statistics
+
+    itype, b200 = _b200(catalog)
+    errors = [predict_offline(rs._architecture(r), b200, itype, r).output_tokens_per_s / r["tokens_per_s"] - 1
+              for r in _rows("trtllm10-b200-")]
+    assert abs(statistics.median(errors)) < 0.15
+    assert max(errors) < 0.35  # 405B 1000/2000 was +63%

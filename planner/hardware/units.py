@@ -41,3 +41,10 @@ def compute_precision(weight_precision: str, fp4_tensor_cores: bool = False) -> 
     if weight_precision in FP4_FORMATS:
         return "fp4" if fp4_tensor_cores else "bf16"
     return {"fp32": "tf32", "int8": "bf16", "int4": "bf16"}.get(weight_precision, weight_precision)
+
+
+def attention_precision(linear_precision: str) -> str:
+    """The precision attention's QKᵀ and P·V run at when the linear layers run at `linear_precision`:
+    16-bit under FP8 or FP4 weights (FlashAttention's and TensorRT-LLM's kernels read an FP8 KV cache but
+    multiply in 16-bit), otherwise the same."""
+    return "bf16" if linear_precision in ("fp8", "fp4") else linear_precision

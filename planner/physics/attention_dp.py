@@ -34,7 +34,7 @@ from planner.physics.expert_parallel import ALL_TO_ALL_BYTES_PER_VALUE, routed_e
 from planner.physics.memory import (ACTIVATION_BYTES, LOGIT_BYTES, PREFILL_CHUNK_TOKENS, MemoryBreakdown,
                                     kv_bytes_per_sequence, runtime_overhead_bytes, weight_bytes)
 from planner.physics.prefill_compute import prefill_compute_s
-from planner.hardware.units import compute_precision
+from planner.hardware.units import attention_precision, compute_precision
 from planner.workload.presets import Architecture
 
 # Engines (serving.engine values) whose image in components/data/images.yaml runs DP attention: LMI's vLLM
@@ -122,10 +122,10 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     kv = local * kv_bytes_per_sequence(arch, int(context_tokens), kv_precision)
     memory_s = weights / efficiency.effective_bandwidth(accel, precision) + kv / efficiency.kv_bandwidth(accel)
     linear_precision = compute_precision(precision, accel.supports.fp4)
-    attention_precision = "bf16" if linear_precision in ("fp8", "fp4") else linear_precision  # as prefill_compute
-    gemm = efficiency.gemm_efficiency(accel)
-    compute_s = (local * 2 * arch.params_per_token / (accel.peak_flops(linear_precision) * gemm)
-                 + local * mla_decode_attention_flops(arch, context_tokens) / (accel.peak_flops(attention_precision) * gemm))
+    compute_s = (local * 2 * arch.params_per_token / (accel.peak_flops(linear_precision)
+                                                      * efficiency.decode_gemm_efficiency(accel, linear_precision))
+                 + local * mla_decode_attention_flops(arch, context_tokens)
+                 / (accel.peak_flops(attention_precision(linear_precision)) * efficiency.gemm_efficiency(accel)))
     comm_s = all_to_all_s(arch, batch, ranks, itype, accel)
     overhead_s = efficiency.decode_overhead_s(accel, 1, arch.layers)
     return DecodeStep(max(memory_s, compute_s) + comm_s + overhead_s, memory_s, compute_s, comm_s, overhead_s)

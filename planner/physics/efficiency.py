@@ -46,6 +46,18 @@ GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.6, "9": 0.63}
 # FP8 training rows (NeMo's Llama-3-8B on H100, reference N-8B-FP8; torchtitan's FP8 FSDP rows). The share
 # stays a share of the FP8 roof: 0.44 × 1.2 = 0.53 of H100's dense FP8 peak.
 FP8_GEMM_EFFICIENCY_FACTOR = 1.14
+# The share NVFP4 GEMMs (Blackwell block-scaled FP4: E2M1 blocks of 16 with an FP8 scale, activations quantised to
+# FP4 per token before each GEMM) reach of their FP4 roof, relative to BF16 GEMMs' share of theirs: the block-scale
+# loads and the activation-quantisation kernel keep it well below the doubled peak. Measured, not fitted: vLLM PR
+# #20646 (2025-07-08, CUTLASS NVFP4 dense GEMM on B200, Llama-3.1-8B N=6144 K=4096, M=16,384, its table before the
+# tuned configs) sustained 3,039 TFLOP/s with activation quantisation against torch BF16's 1,360 TFLOP/s in the same
+# run: (3,039 / 9,000) ÷ (1,360 / 2,250) = 0.56 of B200's dense peaks. Every FP4 row in the reference data comes
+# from one source (TensorRT-LLM's perf-overview), so a fit could not be checked leave-one-source-out; the measured
+# value stands (issue 25). Applied to decode GEMMs (decode_gemm_efficiency: performance.decode_step, attention_dp:
+# B200's 70B/405B decode-heavy offline rows from +50-63% to +10-24% fast). Prefill on B200 already runs at the
+# lowest fitted generation's share (0.47, no Blackwell prefill row): with this factor on top its prefill-heavy rows
+# turn 20-32% slow, so it is not applied there.
+FP4_GEMM_EFFICIENCY_FACTOR = 0.56
 # Share of dense peak that prefill's GEMMs sustain at large M, per CUDA compute-capability generation,
 # before their shape factor (planner/physics/prefill_compute.py): the same cuBLAS GEMMs as a training
 # forward, so the values are GEMM_EFFICIENCY_BY_GENERATION's fit on the training rows at b3eef24 (Hopper's lower
@@ -100,6 +112,12 @@ def gemm_efficiency(accel: Accelerator) -> float:
         return NEURON_GEMM_EFFICIENCY
     generation = (accel.compute_capability or "").split(".")[0]
     return GEMM_EFFICIENCY_BY_GENERATION.get(generation, min(GEMM_EFFICIENCY_BY_GENERATION.values()))
+
+
+def decode_gemm_efficiency(accel: Accelerator, linear_precision: str) -> float:
+    """Share of the `linear_precision` peak a decode step's weight GEMMs sustain: the generation's share, and
+    for NVFP4 on FP4 tensor cores the block-scaled GEMMs' lower share of that roof (FP4_GEMM_EFFICIENCY_FACTOR)."""
+    return gemm_efficiency(accel) * (FP4_GEMM_EFFICIENCY_FACTOR if linear_precision == "fp4" else 1.0)
 
 
 def request_overhead_s(accel: Accelerator) -> float:

@@ -21,7 +21,7 @@ from planner.workload.presets import Architecture
 from planner.physics.prefill_compute import prefill_compute_s
 from planner.physics.prefix import prefix_cached_tokens
 from planner.physics.speculative import Speculation, seconds_per_token
-from planner.hardware.units import BYTES_PER_PARAM, compute_precision
+from planner.hardware.units import BYTES_PER_PARAM, attention_precision, compute_precision
 
 
 def moe_weight_bytes_read(arch: Architecture, precision: str, batch: int) -> float:
@@ -74,9 +74,11 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     kv = local * kv_bytes_per_sequence(arch, int(context_tokens), kv_precision) * kv_shard_fraction(arch, tp) / pp
     weights_s, kv_s = weights / efficiency.effective_bandwidth(accel, precision), kv / efficiency.kv_bandwidth(accel)
     attention_flops = 4 * arch.layers * arch.attention_heads * arch.head_dim * context_tokens
-    achieved = accel.peak_flops(compute_precision(precision, accel.supports.fp4)) * efficiency.gemm_efficiency(accel)
-    gemm_s = batch * 2 * arch.params_per_token / (tp * pp * ep_nodes) / achieved
-    attention_s = batch * attention_flops / (tp * pp * ep_nodes) / achieved
+    linear_precision = compute_precision(precision, accel.supports.fp4)
+    gemm_s = batch * 2 * arch.params_per_token / (tp * pp * ep_nodes) / (
+        accel.peak_flops(linear_precision) * efficiency.decode_gemm_efficiency(accel, linear_precision))
+    attention_peak = accel.peak_flops(attention_precision(linear_precision)) or accel.peak_flops(linear_precision)
+    attention_s = batch * attention_flops / (tp * pp * ep_nodes) / (attention_peak * efficiency.gemm_efficiency(accel))
     memory_s, compute_s = weights_s + kv_s, gemm_s + attention_s
     activation = local * arch.hidden_size * 2
     comm_s = 2 * arch.layers / pp * ring_s(activation, tp, intra_node_bytes_per_s(accel), accel=accel) if tp > 1 else 0.0

@@ -19,7 +19,7 @@ prompts 35-43% fast.
 from __future__ import annotations
 
 from planner.hardware.catalog import Accelerator
-from planner.hardware.units import BYTES_PER_PARAM, compute_precision
+from planner.hardware.units import BYTES_PER_PARAM, attention_precision, compute_precision
 from planner.physics import efficiency
 from planner.physics.gemm_shape import SMS, gemm_time_s, layer_gemms
 from planner.workload.presets import Architecture
@@ -53,11 +53,10 @@ def prefill_compute_s(arch: Architecture, accel: Accelerator, precision: str, tp
     if accel.is_neuron:
         return (linear_flops + attention_flops) / tp / (accel.peak_flops(linear_precision)
                                                         * efficiency.NEURON_PREFILL_EFFICIENCY)
-    attention_precision = "bf16" if linear_precision in ("fp8", "fp4") else linear_precision
     gemm = efficiency.prefill_efficiency(accel)
     linear_peak = accel.peak_flops(linear_precision)
     shape = forward_gemm_factor(arch, tokens, tp, accel, linear_peak, min(2.0, max(BYTES_PER_PARAM[precision], 1.0)))
     fp8 = efficiency.FP8_GEMM_EFFICIENCY_FACTOR if linear_precision == "fp8" else 1.0
     linear_s = linear_flops / tp / (linear_peak * min(1.0, gemm * shape * fp8))
-    attention_s = attention_flops / tp / (accel.peak_flops(attention_precision) * gemm)
+    attention_s = attention_flops / tp / (accel.peak_flops(attention_precision(linear_precision)) * gemm)
     return linear_s + attention_s
