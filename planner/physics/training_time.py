@@ -12,6 +12,7 @@ from planner.physics import efficiency
 from planner.hardware.catalog import Accelerator, InstanceType
 from planner.physics.context_parallel import cp_step_s
 from planner.physics.collectives import group_collective_s, inter_node_bytes_per_s, intra_node_bytes_per_s, ring_s
+from planner.physics.fp8_casts import fp8_cast_bytes_per_token
 from planner.physics.expert_training import all_to_all_step_s, expert_weight_traffic_s, expert_work
 from planner.physics.gemm_shape import layer_gemm_factor
 from planner.physics.lora_traffic import adapter_traffic_s
@@ -240,8 +241,7 @@ def step_parts(arch: Architecture, itype: InstanceType, accel: Accelerator, prec
     tokens = m * b * dp * seq
     peak, bandwidth, intra, flops_per_token = _fixed(arch, accel, precision, seq, work, memo)
     matmul_s = tokens / devices * _matmul_per_token_memo(arch, accel, precision, work, seq, tp, b, ck, memo, cp)
-    passes = 4 / 3 if ck == "full" else 1.0
-    nonmatmul_s = passes * efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN * arch.layers * arch.hidden_size * tokens / devices / bandwidth
+    nonmatmul_s = tokens / devices * _nonmatmul_bytes_per_token(arch, precision, ck, work.method) / bandwidth
     experts_s = expert_weight_traffic_s(arch, accel, compute_precision(precision), work, tp, pp, layout.ep, b, m,
                                         seq // cp, ck)
     adapters_s = adapter_traffic_s(arch, work.method, ck, tokens / devices,
@@ -261,6 +261,15 @@ def step_parts(arch: Architecture, itype: InstanceType, accel: Accelerator, prec
     cp_s = cp_step_s(arch, itype, accel, seq, tp, pp, cp, b, m, ck, _attention_flops_per_s(accel, precision)) if cp > 1 else 0.0
     return StepParts(devices, tokens, peak, bandwidth, matmul_s, nonmatmul_s, experts_s, adapters_s, compute_s, tp_s,
                      pp_link, dp_s, ep_s, flops_per_token, cp_s)
+
+
+def _nonmatmul_bytes_per_token(arch: Architecture, precision: str, checkpointing: str, method: str) -> float:
+    """HBM bytes a token moves outside the GEMMs (the device's share: ÷ TP·PP as tokens/devices does): norms,
+    activations, residuals (NONMATMUL_BYTES_PER_TOKEN_HIDDEN, 4/3 of it under full recompute) and, in FP8, the
+    casts of every GEMM's operands (planner/physics/fp8_casts.py)."""
+    passes = 4 / 3 if checkpointing == "full" else 1.0
+    return (passes * efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN * arch.layers * arch.hidden_size
+            + fp8_cast_bytes_per_token(arch, precision, checkpointing, method))
 
 
 def _attention_flops_per_s(accel: Accelerator, precision: str) -> float:
@@ -311,8 +320,7 @@ def device_s_per_token_floor(arch: Architecture, itype: InstanceType, accel: Acc
     (planner/search/step_floor.py)."""
     _, bandwidth, intra, _ = _fixed(arch, accel, precision, seq, work, memo)
     matmul = _matmul_per_token_memo(arch, accel, precision, work, seq, tp, micro_batch, checkpointing, memo, cp)
-    passes = 4 / 3 if checkpointing == "full" else 1.0
-    nonmatmul = passes * efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN * arch.layers * arch.hidden_size / bandwidth
+    nonmatmul = _nonmatmul_bytes_per_token(arch, precision, checkpointing, work.method) / bandwidth
     reduces = 4 + (2 if checkpointing == "full" else 0)
     tp_reduce_s = _tp_reduce_s(arch, itype, accel, seq, tp, micro_batch, intra, memo, cp)
     return matmul + nonmatmul, tp * pp * cp * math.ceil(arch.layers / pp) * reduces * tp_reduce_s / (micro_batch * seq)
