@@ -124,11 +124,19 @@ def training_inputs(catalog: Catalog, row: dict) -> dict:
     precision = row["precision"] if row["precision"] in ("bf16", "fp8", "fp16") else "bf16"
     mb, dp = row["micro_batch"], row["dp"]
     return {"arch": _architecture(row), "itype": itype, "accel": catalog.accelerator(itype.accelerator),
-            "precision": precision, "mb": mb, "dp": dp, "zero": row.get("zero") or 0,
+            "precision": precision, "mb": mb, "dp": dp, "zero": _zero(row),
             "setup": TrainingSetup(row.get("method", "full"), precision, "adamw", "auto", row.get("lora_rank") or 16,
                                    row["seq"]),
             "microbatches": max(1, (row.get("global_batch") or dp * mb) // (dp * mb)),
             "checkpointing": CHECKPOINTING.get(str(row.get("checkpointing")), "selective")}
+
+
+def _zero(row: dict) -> int:
+    """The row's ZeRO stage; unstated, its code base's default optimizer sharding (DISTRIBUTED_OPTIMIZER_FRAMEWORKS),
+    read alike by the throughput and the peak-memory comparisons."""
+    if row.get("zero") is None and row.get("framework") in DISTRIBUTED_OPTIMIZER_FRAMEWORKS:
+        return 1
+    return row.get("zero") or 0
 
 
 # How each code base keeps model states and what its "selective" / unstated recompute means, for the
@@ -159,8 +167,6 @@ def memory_inputs(catalog: Catalog, row: dict) -> dict:
                          optimizer_in_backward=bool(row.get("optimizer_in_backward")),
                          loss_chunks=row.get("loss_chunks") or 1)
     t["checkpointing"] = recompute.get(str(row.get("checkpointing")), t["checkpointing"])
-    if row.get("zero") is None and row.get("framework") in DISTRIBUTED_OPTIMIZER_FRAMEWORKS:
-        t["zero"] = 1
     return t
 
 
@@ -298,7 +304,7 @@ def training_rows(catalog: Catalog, row_type, cap: int | None = None):
             if measured > accel.peak_flops(r["precision"] if r["precision"] in ("bf16", "fp8") else "bf16") / 1e12:
                 continue  # above the dense peak: see implausible()
             setup = (f"{r.get('model') or 'custom'} {r['accelerator']}×{r['gpus']} {r['precision']} TP{r['tp']} "
-                     f"PP{r['pp']} DP{r['dp']} ZeRO-{r.get('zero') or 0} {r.get('method', 'full')}"
+                     f"PP{r['pp']} DP{r['dp']} ZeRO-{_zero(r)} {r.get('method', 'full')}"
                      + (f" mb{r['micro_batch']} (planner's)" if r.get("micro_batch_source") else ""))
             rows.append(row_type(r["id"], "training TFLOP/s", source_id, setup, est.achieved_tflops_per_device, measured,
                                  "gpu", r["accelerator"], arch.is_moe))
