@@ -126,9 +126,18 @@ def training_inputs(catalog: Catalog, row: dict) -> dict:
     return {"arch": _architecture(row), "itype": itype, "accel": catalog.accelerator(itype.accelerator),
             "precision": precision, "mb": mb, "dp": dp, "zero": _zero(row),
             "setup": TrainingSetup(row.get("method", "full"), precision, "adamw", "auto", row.get("lora_rank") or 16,
-                                   row["seq"]),
+                                   row["seq"], lora_targets=_lora_targets(row)),
             "microbatches": max(1, (row.get("global_batch") or dp * mb) // (dp * mb)),
             "checkpointing": CHECKPOINTING.get(str(row.get("checkpointing")), "selective")}
+
+
+# Code bases whose LoRA runs adapt fewer matrices than every linear layer (planner.physics.lora_traffic.LORA_TARGETS):
+# NeMo's Llama 3 fine-tuning recipes in performance mode adapt the fused QKV projection only.
+LORA_TARGETS = {"nemo-megatron": "qkv"}
+
+
+def _lora_targets(row: dict) -> str:
+    return LORA_TARGETS.get(row.get("framework"), "all") if row.get("method", "full") != "full" else "all"
 
 
 def _zero(row: dict) -> int:

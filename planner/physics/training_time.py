@@ -48,6 +48,7 @@ class TrainingWork:
     updated_param_bytes: float  # per trainable parameter, as ZeRO-1/2 all-gathers them after the update
     base_params: float  # frozen parameters that QLoRA dequantises on every matmul (0 otherwise)
     dp_bucket_bytes: float | None = None  # gradient bucket of ZeRO-0/1/2 collectives; None: Megatron's (dp_buckets)
+    lora_targets: str = "all"  # the matrices LoRA adapts (lora_traffic.LORA_TARGETS)
 
 
 def training_work(arch: Architecture, setup: TrainingSetup) -> TrainingWork:
@@ -57,7 +58,8 @@ def training_work(arch: Architecture, setup: TrainingSetup) -> TrainingWork:
         return TrainingWork("full", base_weight_bytes(arch, setup), arch.params,
                             gradient_bytes(setup.precision, setup.grad_precision), weight_bytes_per_param(setup), 0.0)
     base = arch.params - arch.embedding_params if setup.method == "qlora" else 0.0
-    return TrainingWork(setup.method, base_weight_bytes(arch, setup), lora_params(arch, setup.lora_rank), 4.0, 4.0, base)
+    return TrainingWork(setup.method, base_weight_bytes(arch, setup), lora_params(arch, setup.lora_rank, setup.lora_targets),
+                        4.0, 4.0, base, lora_targets=setup.lora_targets)
 
 
 @dataclass(frozen=True)
@@ -245,7 +247,7 @@ def step_parts(arch: Architecture, itype: InstanceType, accel: Accelerator, prec
     experts_s = expert_weight_traffic_s(arch, accel, compute_precision(precision), work, tp, pp, layout.ep, b, m,
                                         seq // cp, ck)
     adapters_s = adapter_traffic_s(arch, work.method, ck, tokens / devices,
-                                   efficiency.effective_bandwidth(accel, "bf16"))
+                                   efficiency.effective_bandwidth(accel, "bf16"), work.lora_targets)
     compute_s = matmul_s + nonmatmul_s + _dequantise_s(work, accel, layout) + experts_s + adapters_s
 
     apn = itype.accelerators_per_node
