@@ -125,7 +125,8 @@ def training_inputs(catalog: Catalog, row: dict) -> dict:
     mb, dp = row["micro_batch"], row["dp"]
     return {"arch": _architecture(row), "itype": itype, "accel": catalog.accelerator(itype.accelerator),
             "precision": precision, "mb": mb, "dp": dp, "zero": _zero(row),
-            "setup": TrainingSetup(row.get("method", "full"), precision, "adamw", "auto", row.get("lora_rank") or 16,
+            "setup": TrainingSetup(row.get("method", "full"), precision, "adamw", row.get("grad_precision") or "auto",
+                                   row.get("lora_rank") or 16,
                                    row["seq"], lora_targets=_lora_targets(row)),
             "microbatches": max(1, (row.get("global_batch") or dp * mb) // (dp * mb)),
             "checkpointing": CHECKPOINTING.get(str(row.get("checkpointing")), "selective")}

@@ -33,9 +33,20 @@ def test_nemo_lora_rows_adapt_qkv_only(catalog):
 
 def test_lora_over_sft_step_of_the_nemo_8b_pair(catalog):
     """Measured 0.92 / 1.32 = 0.697 of SFT's step; the model's ratio within 10% of it (0.84 with adapters on all
-    seven matrices; 0.75 now: the rest is attention, which packed SQuAD samples run over far fewer than the 4,096
+    seven matrices; 0.75 now (bf16 gradients, as the recipe reduces them): the rest is attention, which packed SQuAD samples run over far fewer than the 4,096
     tokens of a packed sequence, and which the model still charges in full)."""
     lora = reference_sources.predict(catalog, _row("dgxc-l3-8b-ft-lora-bf16-8gpu"))[2].step_time_s
     sft = reference_sources.predict(catalog, _row("dgxc-l3-8b-ft-sft-bf16-8gpu"))[2].step_time_s
-    assert lora / sft == pytest.approx(0.748, abs=0.001)
+    assert lora / sft == pytest.approx(0.753, abs=0.001)
     assert lora / sft < 0.92 / 1.32 * 1.10
+
+
+def test_nemo_fine_tuning_rows_reduce_gradients_in_bf16(catalog):
+    """The DGX Cloud fine-tuning recipe sets `recipe.trainer.plugins.grad_reduce_in_fp32 = False`
+    (llama3/finetuning/llama3_finetune.py @8f5cbb37) and NeMo's performance mode `grad_reduce_in_fp32=False` in its
+    DDP config: 2-byte gradients. The 8B FP8 SFT at 32 GPUs (published 0.96 s a step, as at 8) loses less to DP."""
+    row = _row("dgxc-l3-8b-ft-sft-fp8-32gpu")
+    assert reference_sources.training_inputs(catalog, row)["setup"].grad_precision == "bf16"
+    at_8 = reference_sources.predict(catalog, _row("dgxc-l3-8b-ft-sft-fp8-8gpu"))[2].step_time_s
+    at_32 = reference_sources.predict(catalog, row)[2].step_time_s
+    assert at_32 / at_8 == pytest.approx(1.123, abs=0.001)  # 1.197 with fp32 gradients; 1.01 published
