@@ -342,7 +342,7 @@ def step_from_parts(parts: StepParts, arch: Architecture, seq: int, layout: Trai
     crossings = 2 * m * p2p_factor(name, v)
     pp_s = crossings * (seq // layout.cp) * b * arch.hidden_size * 2 / tp / parts.pp_link if pp > 1 else 0.0
     tp_s, dp_s, ep_s, cp_s = parts.tp_s, parts.dp_s, parts.ep_s, parts.cp_s
-    optimizer_s = 2 * local_state_bytes / parts.bandwidth
+    optimizer_s = 2 * _optimizer_state_bytes(local_state_bytes, work, layout) / parts.bandwidth
     step = compute_s + bubble_s + tp_s + pp_s + dp_s + ep_s + cp_s + optimizer_s
     comm = tp_s + pp_s + dp_s + ep_s + cp_s
     bound = ("communication" if comm > compute_s else
@@ -350,6 +350,16 @@ def step_from_parts(parts: StepParts, arch: Architecture, seq: int, layout: Trai
     tokens_per_s = parts.tokens / step
     achieved = parts.flops_per_token * tokens_per_s / parts.devices
     return TrainingEstimate(step, parts.tokens, tokens_per_s, achieved / 1e12, achieved / parts.peak, bound)
+
+
+def _optimizer_state_bytes(local_state_bytes: float, work: TrainingWork, layout: TrainingLayout) -> float:
+    """The states the optimizer step reads and writes once: all of a device's for full training; with LoRA/QLoRA the
+    adapters' only, as the frozen base (whole model over TP·PP, and over the DP × CP ranks under ZeRO-3, as
+    memory.training_model_states holds it) takes no update."""
+    if work.method == "full":
+        return local_state_bytes
+    frozen = work.gathered_weight_bytes / (layout.tp * layout.pp * (layout.dp * layout.cp if layout.zero >= 3 else 1))
+    return max(0.0, local_state_bytes - frozen)
 
 
 def training_step(arch: Architecture, itype: InstanceType, accel: Accelerator, precision: str, seq: int,
