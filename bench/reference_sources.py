@@ -23,7 +23,7 @@ from bench.offline_rows import PRECISIONS, is_trtllm_bench, predict_offline
 from bench.planner_choice import unstated_micro_batch, with_planner_choice
 from planner.hardware.catalog import Catalog
 from planner.physics.memory import TrainingSetup, training_model_states
-from planner.physics.pipeline_schedule import schedule_options
+from planner.physics.pipeline_schedule import MAX_VIRTUAL_STAGES, schedule_options
 from planner.workload.presets import Architecture, presets
 from planner.physics.training_time import TrainingLayout, model_flops_per_token, training_step, training_work
 from planner.workload.yamlsafe import load_text
@@ -69,6 +69,8 @@ def why_not(row: dict, catalog: Catalog) -> str | None:
         return "expert parallelism is not modelled"
     if not (row.get("tokens_per_s_per_gpu") or row.get("mfu_pct") or (row.get("step_time_s") and row.get("global_batch"))):
         return "no throughput published"
+    if row.get("warm_up_included"):  # e.g. HF Trainer's train_samples_per_second over a 30-step run
+        return "throughput averaged over a short run with its warm-up, not steady state"
     if not all(isinstance(row.get(k), int) for k in ("tp", "pp", "dp", "gpus", "seq")) or not (
             isinstance(row.get("micro_batch"), int) or unstated_micro_batch(row)):
         return "layout (tp, pp, dp, micro-batch, sequence) not fully stated"
@@ -86,8 +88,32 @@ def why_not(row: dict, catalog: Catalog) -> str | None:
     return None
 
 
+# What a code base runs when a row leaves its pipeline schedule or recompute unstated, where the code base
+# offers one answer: nanotron has only the 1F1B and all-forward-all-backward pipeline engines (both idle
+# (p−1)/m of the ideal step; neither interleaves nor splits the backward) and recomputes whole layers only
+# when `recompute_layer` is set, False by default (huggingface/nanotron src/nanotron/config/parallelism_config.py
+# @19f88fbe454691f9bfcf98d6e3433dd7bcb82389). Elsewhere an unstated schedule is the planner's choice.
+FRAMEWORK_DEFAULTS = {"nanotron": {"schedule": "1f1b", "checkpointing": "none"}}
+UNSTATED = (None, "not stated")
+
+
+# Code bases that reduce gradients through PyTorch DistributedDataParallel at its default bucket_cap_mb of
+# 25 MiB (nanotron: ModelArgs.ddp_bucket_cap_mb = 25, src/nanotron/config/config.py); the rest bucket as
+# Megatron does (planner.physics.training_time.dp_buckets).
+DDP_BUCKET_BYTES = {"nanotron": 25 * 2**20}
+
+
+def framework_defaults(row: dict) -> dict:
+    """The row with what it leaves unstated filled in by its code base's only option (FRAMEWORK_DEFAULTS)."""
+    defaults = FRAMEWORK_DEFAULTS.get(row.get("framework"), {})
+    filled = {k: v for k, v in defaults.items() if row.get(k) in UNSTATED and (k != "schedule" or (row.get("pp") or 1) > 1)}
+    return {**row, **filled} if filled else row
+
+
 def resolved(row: dict) -> dict:
-    """The row as compared: an unstated micro-batch is the planner's choice (bench/planner_choice.py)."""
+    """The row as compared: an unstated micro-batch is the planner's choice (bench/planner_choice.py), an
+    unstated schedule or recompute its code base's only one (framework_defaults)."""
+    row = framework_defaults(row)
     return with_planner_choice(row) if row.get("micro_batch") is None and unstated_micro_batch(row) else row
 
 
@@ -98,11 +124,29 @@ def training_inputs(catalog: Catalog, row: dict) -> dict:
     precision = row["precision"] if row["precision"] in ("bf16", "fp8", "fp16") else "bf16"
     mb, dp = row["micro_batch"], row["dp"]
     return {"arch": _architecture(row), "itype": itype, "accel": catalog.accelerator(itype.accelerator),
-            "precision": precision, "mb": mb, "dp": dp, "zero": row.get("zero") or 0,
-            "setup": TrainingSetup(row.get("method", "full"), precision, "adamw", "auto", row.get("lora_rank") or 16,
-                                   row["seq"]),
+            "precision": precision, "mb": mb, "dp": dp, "zero": _zero(row),
+            "setup": TrainingSetup(row.get("method", "full"), precision, "adamw", row.get("grad_precision") or "auto",
+                                   row.get("lora_rank") or 16,
+                                   row["seq"], lora_targets=_lora_targets(row)),
             "microbatches": max(1, (row.get("global_batch") or dp * mb) // (dp * mb)),
             "checkpointing": CHECKPOINTING.get(str(row.get("checkpointing")), "selective")}
+
+
+# Code bases whose LoRA runs adapt fewer matrices than every linear layer (planner.physics.lora_traffic.LORA_TARGETS):
+# NeMo's Llama 3 fine-tuning recipes in performance mode adapt the fused QKV projection only.
+LORA_TARGETS = {"nemo-megatron": "qkv"}
+
+
+def _lora_targets(row: dict) -> str:
+    return LORA_TARGETS.get(row.get("framework"), "all") if row.get("method", "full") != "full" else "all"
+
+
+def _zero(row: dict) -> int:
+    """The row's ZeRO stage; unstated, its code base's default optimizer sharding (DISTRIBUTED_OPTIMIZER_FRAMEWORKS),
+    read alike by the throughput and the peak-memory comparisons."""
+    if row.get("zero") is None and row.get("framework") in DISTRIBUTED_OPTIMIZER_FRAMEWORKS:
+        return 1
+    return row.get("zero") or 0
 
 
 # How each code base keeps model states and what its "selective" / unstated recompute means, for the
@@ -134,8 +178,6 @@ def memory_inputs(catalog: Catalog, row: dict) -> dict:
                          loss_chunks=row.get("loss_chunks") or 1,
                          activation_offload=bool(row.get("activation_offload")))
     t["checkpointing"] = recompute.get(str(row.get("checkpointing")), t["checkpointing"])
-    if row.get("zero") is None and row.get("framework") in DISTRIBUTED_OPTIMIZER_FRAMEWORKS:
-        t["zero"] = 1
     return t
 
 
@@ -205,7 +247,11 @@ def stated_schedules(row: dict, layers: int) -> list[tuple[str, int]]:
         return [("interleaved", v)]
     options = schedule_options(pp, layers)
     if schedule == "interleaved":
-        return [o for o in options if o[0] == "interleaved"] or [("interleaved", 2)]
+        # no v splits the stages evenly: stages need not be equal (Llama 3, arXiv 2407.21783 §3.3.2, drops a layer
+        # from the first and the last stage; Megatron-Core's --decoder-first/last-pipeline-num-layers), so every v
+        # up to the layers a stage holds
+        return [o for o in options if o[0] == "interleaved"] or [
+            ("interleaved", v) for v in range(2, max(2, min(layers // pp, MAX_VIRTUAL_STAGES)) + 1)]
     return options
 
 
@@ -216,9 +262,10 @@ def predict(catalog: Catalog, row: dict):
     arch, accel, setup, dp, zero = t["arch"], t["accel"], t["setup"], t["dp"], t["zero"]
     cp = row.get("cp") or 1  # the DP × CP ranks shard the states (planner/physics/context_parallel.py)
     state = sum(training_model_states(arch, setup, row["tp"], row["pp"], dp * cp, zero))
+    work = replace(training_work(arch, setup), dp_bucket_bytes=DDP_BUCKET_BYTES.get(row.get("framework")))
     estimates = [training_step(arch, t["itype"], accel, t["precision"], row["seq"],
                                TrainingLayout(row["tp"], row["pp"], dp, zero, t["mb"], t["microbatches"],
-                                              t["checkpointing"], schedule, v, cp=cp), state, training_work(arch, setup))
+                                              t["checkpointing"], schedule, v, cp=cp), state, work)
                  for schedule, v in stated_schedules(row, arch.layers)]
     return arch, accel, max(estimates, key=lambda e: e.tokens_per_s)
 
@@ -268,7 +315,7 @@ def training_rows(catalog: Catalog, row_type, cap: int | None = None):
             if measured > accel.peak_flops(r["precision"] if r["precision"] in ("bf16", "fp8") else "bf16") / 1e12:
                 continue  # above the dense peak: see implausible()
             setup = (f"{r.get('model') or 'custom'} {r['accelerator']}×{r['gpus']} {r['precision']} TP{r['tp']} "
-                     f"PP{r['pp']} DP{r['dp']} ZeRO-{r.get('zero') or 0} {r.get('method', 'full')}"
+                     f"PP{r['pp']} DP{r['dp']} ZeRO-{_zero(r)} {r.get('method', 'full')}"
                      + (f" mb{r['micro_batch']} (planner's)" if r.get("micro_batch_source") else ""))
             rows.append(row_type(r["id"], "training TFLOP/s", source_id, setup, est.achieved_tflops_per_device, measured,
                                  "gpu", r["accelerator"], arch.is_moe))

@@ -66,6 +66,12 @@ def test_a_stated_schedule_is_pinned():
     assert len(stated_schedules({"pp": 8, "schedule": "not stated"}, 96)) == 7
 
 
+def test_interleaved_over_uneven_stages_tries_every_v_a_stage_holds():
+    """Llama 3 405B: 126 layers over PP 16, interleaved with v unstated (arXiv 2407.21783 §3.3.2: the first and
+    last stages hold a layer fewer). No v splits 126/16 evenly; up to 7 chunks of about a layer each fit."""
+    assert stated_schedules({"pp": 16, "schedule": "interleaved"}, 126) == [("interleaved", v) for v in range(2, 8)]
+
+
 def test_plan_shows_the_chosen_schedule(catalog):
     spec = workload(kind="training", model={"preset": "llama-2-70b"},
                     training={"tokens": 1e10, "sequence_length": 4096, "global_batch_tokens": 4e6},

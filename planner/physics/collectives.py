@@ -53,8 +53,9 @@ def group_collective_s(bytes_: float, ranks: int, ranks_per_node: int, accel: Ac
     """A collective over `ranks` devices of which `ranks_per_node` share a node (a hierarchical
     ring: NVLink inside the node on the whole buffer, the NICs across nodes on 1/g of it), issued as
     `calls` equal pieces (FSDP/ZeRO-3 gather and reduce-scatter one layer at a time), each paying
-    the latency. An all-gather or reduce-scatter across nodes runs as one flat ring (NCCL): its
-    ranks − 1 steps each wait on a NIC hop (Patarasuk & Yuan 2009; efficiency.INTER_NODE_RING_STEP_S)."""
+    the latency. A collective across nodes runs as one flat ring (NCCL): its phases·(ranks − 1) steps (an
+    all-gather or reduce-scatter ranks − 1, an all-reduce twice that) each wait on a NIC hop (Patarasuk & Yuan
+    2009; efficiency.INTER_NODE_RING_STEP_S)."""
     if ranks <= 1:
         return 0.0
     g = max(1, min(ranks, ranks_per_node))
@@ -62,7 +63,7 @@ def group_collective_s(bytes_: float, ranks: int, ranks_per_node: int, accel: Ac
     intra = ring_s(bytes_, g, intra_node_bytes_per_s(accel), phases, accel)
     inter = ring_s(bytes_ / g, nodes, inter_node_bytes_per_s(itype), phases, accel) if nodes > 1 else 0.0
     latency = latency_s(g, accel) + (latency_s(nodes, accel) if nodes > 1 else 0.0)
-    if phases == 1 and nodes > 1 and not accel.is_neuron:
-        latency += (ranks - 1) * efficiency.INTER_NODE_RING_STEP_S
-        inter += (ranks - 1) * efficiency.INTER_NODE_RING_STEP_S
+    if nodes > 1 and not accel.is_neuron:  # phases·(ranks − 1) ring steps, each waiting on a NIC hop
+        latency += phases * (ranks - 1) * efficiency.INTER_NODE_RING_STEP_S
+        inter += phases * (ranks - 1) * efficiency.INTER_NODE_RING_STEP_S
     return intra + inter + (calls - 1) * latency

@@ -77,11 +77,13 @@ NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 408
 # Share of a collective that hides behind the compute it overlaps (FSDP/ZeRO prefetch, DDP bucketed
 # all-reduce in the backward): NCCL kernels take SMs from the GEMMs they overlap.
 COMM_OVERLAP = 1.0
-# Time of one step of a flat NCCL ring (all-gather, reduce-scatter) once the ring crosses nodes: every
+# Time of one step of a flat NCCL ring (all-gather, reduce-scatter, all-reduce) once it crosses nodes: every
 # one of its ranks − 1 steps waits on the slowest hop, a NIC round (EFA/InfiniBand small-message
 # latency is ~10-20 µs; nccl-tests all-gather latency grows linearly with ranks). What makes ZeRO-3 and
-# FSDP lose throughput per GPU as data parallelism grows at a fixed global batch.
-INTER_NODE_RING_STEP_S = 0.0
+# FSDP (one collective per layer) and DDP/ZeRO-1/2 (one per gradient bucket, training_time.dp_buckets) lose
+# throughput per GPU as data parallelism grows at a fixed global batch (nanotron's sweep: 3.57B at TP 4 drops
+# 2.6x per GPU from DP 64 to DP 128, bench/data/reference/nanotron-benchmark-summary.yaml).
+INTER_NODE_RING_STEP_S = 1e-05
 
 # Neuron (Inferentia2, Trainium): no GPU constant above is reused. Fitted on
 # AWS's published Neuron performance tables (transformers-neuronx serving on inf2.48xlarge and

@@ -21,34 +21,41 @@ from __future__ import annotations
 
 from planner.workload.presets import Architecture
 
+# Which matrices carry adapters: "all" (q, k, v, o, gate, up, down: PEFT's and torchtune's all-linear setting, what
+# the planner assumes) or "qkv", one adapter on the fused QKV projection: NeMo's Llama 3 fine-tuning recipes in
+# performance mode (`finetune_performance_optimizations`, nemo/collections/llm/recipes/llama3_8b.py and llama3_70b.py,
+# NeMo 24.12: `recipe.peft.target_modules = ['linear_qkv']`), which DGX Cloud's fine-tuning benchmarks run.
+LORA_TARGETS = ("all", "qkv")
 BYTES_PER_ELEMENT = 2  # bf16/fp16 activations and adapter outputs
 FORWARD_IN, FORWARD_OUT = 1, 6  # elements per token per input / output dimension, forward
 BACKWARD_IN, BACKWARD_OUT = 5, 4  # the same, backward
 
 
-def adapted_dims(arch: Architecture) -> tuple[int, int]:
+def adapted_dims(arch: Architecture, targets: str = "all") -> tuple[int, int]:
     """(Σ d_in, Σ d_out) over one layer's adapted matrices: q, k, v, o and gate, up, down, as
-    planner.physics.memory.lora_params counts them."""
+    planner.physics.memory.lora_params counts them; "qkv": the fused projection reads h once, writes q + 2·kv."""
     h, hd = arch.hidden_size, arch.head_dim
     q, kv, f = arch.attention_heads * hd, arch.kv_heads * hd, arch.ffn_hidden_size
+    if targets == "qkv":
+        return h, q + 2 * kv
     d_in = 3 * h + q + 2 * h + f  # q, k, v read h; o reads q; gate, up read h; down reads f
     d_out = q + kv + kv + h + f + f + h
     return d_in, d_out
 
 
-def adapter_bytes_per_token(arch: Architecture, checkpointing: str) -> float:
+def adapter_bytes_per_token(arch: Architecture, checkpointing: str, targets: str = "all") -> float:
     """Bytes one token moves through every layer's adapters in a training step (forward, backward,
     and the forward again under full recompute)."""
-    d_in, d_out = adapted_dims(arch)
+    d_in, d_out = adapted_dims(arch, targets)
     forwards = 2 if checkpointing == "full" else 1
     elements = forwards * (FORWARD_IN * d_in + FORWARD_OUT * d_out) + BACKWARD_IN * d_in + BACKWARD_OUT * d_out
     return elements * BYTES_PER_ELEMENT * arch.layers
 
 
 def adapter_traffic_s(arch: Architecture, method: str, checkpointing: str, tokens_per_device: float,
-                      bytes_per_s: float) -> float:
+                      bytes_per_s: float, targets: str = "all") -> float:
     """Time one device spends on its share of the adapters' traffic (0 for full training). The
     adapters are split with the layers they sit on (TP, PP), so a device moves its tokens' share."""
     if method == "full" or bytes_per_s <= 0:
         return 0.0
-    return tokens_per_device * adapter_bytes_per_token(arch, checkpointing) / bytes_per_s
+    return tokens_per_device * adapter_bytes_per_token(arch, checkpointing, targets) / bytes_per_s

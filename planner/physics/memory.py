@@ -208,11 +208,14 @@ def gradient_bytes(precision: str, grad_precision: str) -> float:
     return 2.0 if precision == "fp16" else 4.0
 
 
-def lora_params(arch: Architecture, rank: int) -> float:
-    """Adapter parameters with LoRA on every linear layer: r·(d_in + d_out) per matrix
-    (Hu et al. 2021); q, k, v, o in attention and gate, up, down in the MLP."""
+def lora_params(arch: Architecture, rank: int, targets: str = "all") -> float:
+    """Adapter parameters: r·(d_in + d_out) per adapted matrix (Hu et al. 2021). targets "all": every linear
+    layer, q, k, v, o in attention and gate, up, down in the MLP; "qkv": one adapter on the fused QKV projection
+    (NeMo's `linear_qkv`, planner/physics/lora_traffic.py LORA_TARGETS)."""
     h, hd = arch.hidden_size, arch.head_dim
     q_out, kv_out = arch.attention_heads * hd, arch.kv_heads * hd
+    if targets == "qkv":
+        return rank * (h + q_out + 2 * kv_out) * arch.layers
     per_layer = (h + q_out) + 2 * (h + kv_out) + (q_out + h) + 3 * (h + arch.ffn_hidden_size)
     return rank * per_layer * arch.layers
 
@@ -240,6 +243,7 @@ class TrainingSetup:
     # torchtune/training/_activation_offloading.py OffloadActivations: every saved tensor of 1 KiB or more
     # that is not a parameter, the output head's excepted): one layer's share stays on the GPU.
     activation_offload: bool = False
+    lora_targets: str = "all"  # the matrices LoRA adapts (planner/physics/lora_traffic.py LORA_TARGETS)
 
 
 # Bytes per parameter (weights, gradients, optimizer) for full training, by how states are kept:
@@ -309,7 +313,7 @@ def training_model_states(arch: Architecture, setup: TrainingSetup, tp: int, pp:
     # upcasts them, autocast_adapter_dtype) unless the code base keeps every state in bf16 (STATE_BYTES:
     # torchtune builds the model in its bf16 default dtype, LitGPT's bf16-true), adapters included.
     base = base_weight_bytes(arch, setup) / shard
-    adapters = lora_params(arch, setup.lora_rank) / shard
+    adapters = lora_params(arch, setup.lora_rank, setup.lora_targets) / shard
     adapter_bytes = STATE_BYTES["bf16"] if setup.states == "bf16" else (4.0, 4.0, optimizer_state_bytes(setup.optimizer, False))
     a_w, a_g, a_o = zero_model_states(adapters, dp, zero, *adapter_bytes)
     return base / (dp if zero >= 3 else 1) + a_w, a_g, a_o

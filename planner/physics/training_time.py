@@ -12,6 +12,7 @@ from planner.physics import efficiency
 from planner.hardware.catalog import Accelerator, InstanceType
 from planner.physics.context_parallel import cp_step_s
 from planner.physics.collectives import group_collective_s, inter_node_bytes_per_s, intra_node_bytes_per_s, ring_s
+from planner.physics.fp8_casts import fp8_cast_bytes_per_token
 from planner.physics.expert_training import all_to_all_step_s, expert_weight_traffic_s, expert_work
 from planner.physics.gemm_shape import layer_gemm_factor
 from planner.physics.lora_traffic import adapter_traffic_s
@@ -46,6 +47,8 @@ class TrainingWork:
     grad_bytes: float
     updated_param_bytes: float  # per trainable parameter, as ZeRO-1/2 all-gathers them after the update
     base_params: float  # frozen parameters that QLoRA dequantises on every matmul (0 otherwise)
+    dp_bucket_bytes: float | None = None  # gradient bucket of ZeRO-0/1/2 collectives; None: Megatron's (dp_buckets)
+    lora_targets: str = "all"  # the matrices LoRA adapts (lora_traffic.LORA_TARGETS)
 
 
 def training_work(arch: Architecture, setup: TrainingSetup) -> TrainingWork:
@@ -55,7 +58,8 @@ def training_work(arch: Architecture, setup: TrainingSetup) -> TrainingWork:
         return TrainingWork("full", base_weight_bytes(arch, setup), arch.params,
                             gradient_bytes(setup.precision, setup.grad_precision), weight_bytes_per_param(setup), 0.0)
     base = arch.params - arch.embedding_params if setup.method == "qlora" else 0.0
-    return TrainingWork(setup.method, base_weight_bytes(arch, setup), lora_params(arch, setup.lora_rank), 4.0, 4.0, base)
+    return TrainingWork(setup.method, base_weight_bytes(arch, setup), lora_params(arch, setup.lora_rank, setup.lora_targets),
+                        4.0, 4.0, base, lora_targets=setup.lora_targets)
 
 
 @dataclass(frozen=True)
@@ -180,16 +184,29 @@ def _dp_collectives_s(work: TrainingWork, itype: InstanceType, accel: Accelerato
     updated = work.trainable_params * work.updated_param_bytes / shard
     gathered = work.gathered_weight_bytes / shard
     # only the chosen stage's collectives are timed (the search times thousands of layouts);
-    # ZeRO-3/FSDP gather and reduce-scatter layer by layer: one collective per layer of the stage
+    # ZeRO-3/FSDP gather and reduce-scatter layer by layer: one collective per layer of the stage;
+    # ZeRO-0/1/2 one per gradient bucket (dp_buckets)
+    calls = dp_buckets(work, shard, dp)
     if layout.zero == 3:
         per_microbatch, per_step = 2 * coll(gathered, 1, layers) + coll(grads, 1, layers), 0.0
     elif layout.zero == 2:
-        per_microbatch, per_step = coll(grads, 1), coll(updated, 1)
+        per_microbatch, per_step = coll(grads, 1, calls), coll(updated, 1, calls)
     elif layout.zero == 1:
-        per_microbatch, per_step = 0.0, coll(grads, 1) + coll(updated, 1)
+        per_microbatch, per_step = 0.0, coll(grads, 1, calls) + coll(updated, 1, calls)
     else:
-        per_microbatch, per_step = 0.0, coll(grads, 2)
+        per_microbatch, per_step = 0.0, coll(grads, 2, calls)
     return per_microbatch, per_step
+
+
+def dp_buckets(work: TrainingWork, shard: int, dp: int) -> int:
+    """Collectives a rank's gradients are reduced in: data parallelism issues one per bucket, as the backward
+    fills them. Megatron's default bucket is max(40M, 1M·dp) parameters (megatron/core/distributed/
+    distributed_data_parallel.py, `bucket_size`); PyTorch DDP's `bucket_cap_mb` is 25 MiB
+    (work.dp_bucket_bytes where a code base runs it)."""
+    params = work.trainable_params / shard
+    if work.dp_bucket_bytes:
+        return max(1, math.ceil(params * work.grad_bytes / work.dp_bucket_bytes))
+    return max(1, math.ceil(params / max(40e6, 1e6 * dp)))
 
 
 @dataclass(frozen=True)
@@ -226,12 +243,11 @@ def step_parts(arch: Architecture, itype: InstanceType, accel: Accelerator, prec
     tokens = m * b * dp * seq
     peak, bandwidth, intra, flops_per_token = _fixed(arch, accel, precision, seq, work, memo)
     matmul_s = tokens / devices * _matmul_per_token_memo(arch, accel, precision, work, seq, tp, b, ck, memo, cp)
-    passes = 4 / 3 if ck == "full" else 1.0
-    nonmatmul_s = passes * efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN * arch.layers * arch.hidden_size * tokens / devices / bandwidth
+    nonmatmul_s = tokens / devices * _nonmatmul_bytes_per_token(arch, precision, ck, work.method) / bandwidth
     experts_s = expert_weight_traffic_s(arch, accel, compute_precision(precision), work, tp, pp, layout.ep, b, m,
                                         seq // cp, ck)
     adapters_s = adapter_traffic_s(arch, work.method, ck, tokens / devices,
-                                   efficiency.effective_bandwidth(accel, "bf16"))
+                                   efficiency.effective_bandwidth(accel, "bf16"), work.lora_targets)
     compute_s = matmul_s + nonmatmul_s + _dequantise_s(work, accel, layout) + experts_s + adapters_s
 
     apn = itype.accelerators_per_node
@@ -247,6 +263,15 @@ def step_parts(arch: Architecture, itype: InstanceType, accel: Accelerator, prec
     cp_s = cp_step_s(arch, itype, accel, seq, tp, pp, cp, b, m, ck, _attention_flops_per_s(accel, precision)) if cp > 1 else 0.0
     return StepParts(devices, tokens, peak, bandwidth, matmul_s, nonmatmul_s, experts_s, adapters_s, compute_s, tp_s,
                      pp_link, dp_s, ep_s, flops_per_token, cp_s)
+
+
+def _nonmatmul_bytes_per_token(arch: Architecture, precision: str, checkpointing: str, method: str) -> float:
+    """HBM bytes a token moves outside the GEMMs (the device's share: ÷ TP·PP as tokens/devices does): norms,
+    activations, residuals (NONMATMUL_BYTES_PER_TOKEN_HIDDEN, 4/3 of it under full recompute) and, in FP8, the
+    casts of every GEMM's operands (planner/physics/fp8_casts.py)."""
+    passes = 4 / 3 if checkpointing == "full" else 1.0
+    return (passes * efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN * arch.layers * arch.hidden_size
+            + fp8_cast_bytes_per_token(arch, precision, checkpointing, method))
 
 
 def _attention_flops_per_s(accel: Accelerator, precision: str) -> float:
@@ -297,8 +322,7 @@ def device_s_per_token_floor(arch: Architecture, itype: InstanceType, accel: Acc
     (planner/search/step_floor.py)."""
     _, bandwidth, intra, _ = _fixed(arch, accel, precision, seq, work, memo)
     matmul = _matmul_per_token_memo(arch, accel, precision, work, seq, tp, micro_batch, checkpointing, memo, cp)
-    passes = 4 / 3 if checkpointing == "full" else 1.0
-    nonmatmul = passes * efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN * arch.layers * arch.hidden_size / bandwidth
+    nonmatmul = _nonmatmul_bytes_per_token(arch, precision, checkpointing, work.method) / bandwidth
     reduces = 4 + (2 if checkpointing == "full" else 0)
     tp_reduce_s = _tp_reduce_s(arch, itype, accel, seq, tp, micro_batch, intra, memo, cp)
     return matmul + nonmatmul, tp * pp * cp * math.ceil(arch.layers / pp) * reduces * tp_reduce_s / (micro_batch * seq)
@@ -318,7 +342,7 @@ def step_from_parts(parts: StepParts, arch: Architecture, seq: int, layout: Trai
     crossings = 2 * m * p2p_factor(name, v)
     pp_s = crossings * (seq // layout.cp) * b * arch.hidden_size * 2 / tp / parts.pp_link if pp > 1 else 0.0
     tp_s, dp_s, ep_s, cp_s = parts.tp_s, parts.dp_s, parts.ep_s, parts.cp_s
-    optimizer_s = 2 * local_state_bytes / parts.bandwidth
+    optimizer_s = 2 * _optimizer_state_bytes(local_state_bytes, work, layout) / parts.bandwidth
     step = compute_s + bubble_s + tp_s + pp_s + dp_s + ep_s + cp_s + optimizer_s
     comm = tp_s + pp_s + dp_s + ep_s + cp_s
     bound = ("communication" if comm > compute_s else
@@ -326,6 +350,16 @@ def step_from_parts(parts: StepParts, arch: Architecture, seq: int, layout: Trai
     tokens_per_s = parts.tokens / step
     achieved = parts.flops_per_token * tokens_per_s / parts.devices
     return TrainingEstimate(step, parts.tokens, tokens_per_s, achieved / 1e12, achieved / parts.peak, bound)
+
+
+def _optimizer_state_bytes(local_state_bytes: float, work: TrainingWork, layout: TrainingLayout) -> float:
+    """The states the optimizer step reads and writes once: all of a device's for full training; with LoRA/QLoRA the
+    adapters' only, as the frozen base (whole model over TP·PP, and over the DP × CP ranks under ZeRO-3, as
+    memory.training_model_states holds it) takes no update."""
+    if work.method == "full":
+        return local_state_bytes
+    frozen = work.gathered_weight_bytes / (layout.tp * layout.pp * (layout.dp * layout.cp if layout.zero >= 3 else 1))
+    return max(0.0, local_state_bytes - frozen)
 
 
 def training_step(arch: Architecture, itype: InstanceType, accel: Accelerator, precision: str, seq: int,
