@@ -65,8 +65,8 @@ PARAMETERS = {
     # EFA/InfiniBand small-message latency, ~10 µs a hop, is the prior of a flat ring's step across nodes
     "INTER_NODE_RING_STEP_S": _scalar("INTER_NODE_RING_STEP_S", _grid(0.0, 50e-6, 2.5e-6), 10e-6),
 }
-# Neuron constants move Neuron rows only (and GPU constants GPU rows only, except the two byte and
-# overlap constants both share), so each platform is fitted on its own rows.
+# Neuron constants move Neuron rows only (and GPU constants GPU rows only, except the non-matmul bytes
+# both share; Neuron's overlap is NEURON_COMM_OVERLAP, not fitted), so each platform is fitted on its own rows.
 NEURON_PARAMETERS = {
     "NEURON_MEMORY_BANDWIDTH_EFFICIENCY": _scalar("NEURON_MEMORY_BANDWIDTH_EFFICIENCY", _grid(0.30, 0.95, 0.01), 0.75),
     "NEURON_COLLECTIVE_LATENCY_S": _scalar("NEURON_COLLECTIVE_LATENCY_S", _grid(0.0, 200e-6, 5e-6), 0.0),

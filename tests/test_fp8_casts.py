@@ -8,7 +8,7 @@ import pytest
 
 from bench import reference_sources
 from planner.physics.fp8_casts import fp8_cast_bytes_per_token
-from planner.physics.memory import TrainingSetup, training_model_states
+from planner.physics.memory import TrainingSetup
 from planner.physics.training_time import TrainingLayout, step_parts, training_work
 
 

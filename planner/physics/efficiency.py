@@ -74,7 +74,7 @@ REQUEST_OVERHEAD_S = 0.023
 # stored activations (reference B2) written in the forward, read in the backward, and re-read and
 # re-written by norms, residual adds, activation functions and dropout.
 NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 408
-# Share of a collective that hides behind the compute it overlaps (FSDP/ZeRO prefetch, DDP bucketed
+# Share of a collective that hides behind the compute it overlaps on a GPU (FSDP/ZeRO prefetch, DDP bucketed
 # all-reduce in the backward): NCCL kernels take SMs from the GEMMs they overlap.
 COMM_OVERLAP = 0.8
 # Time of one step of a flat NCCL ring (all-gather, reduce-scatter, all-reduce) once it crosses nodes: every
@@ -96,14 +96,25 @@ NEURON_MEMORY_BANDWIDTH_EFFICIENCY = 0.62
 # model at TP 24 reads 0.3 GB per core per step yet takes 6.4 ms, 0.2 ms per layer).
 NEURON_COLLECTIVE_LATENCY_S = 6.5e-05
 # Achieved share of NeuronLink bandwidth in ring collectives.
-NEURON_LINK_EFFICIENCY = 0.65
+NEURON_LINK_EFFICIENCY = 0.7
 # Fixed cost of a request before its first token on Neuron: the host-side launch of the compiled
 # context-encoding graph and its I/O (128-token prompts take 25-29 ms on inf2 for 0.1 GFLOP of work).
 NEURON_REQUEST_OVERHEAD_S = 0.018
+# Share of a collective that hides behind compute on Neuron: not fitted. A NeuronDevice runs collectives on dedicated
+# collective-communication cores (6 CC-Cores per Trainium/Inferentia2 device, 20 per Trainium2), not on the compute
+# engines: "Dedicated engine for collective communication, allows for overlapping computation and communication"
+# (AWS Neuron docs, Neuron Glossary; NKI Trainium/Inferentia2 and Trainium2 architecture guides). So the GPU's
+# COMM_OVERLAP, whose loss is NCCL taking SMs, does not apply.
+NEURON_COMM_OVERLAP = 1.0
 # Share of a NeuronCore's peak BF16 FLOP/s that context encoding (prefill) sustains.
-NEURON_PREFILL_EFFICIENCY = 0.31
+NEURON_PREFILL_EFFICIENCY = 0.3
 # Share of peak BF16 FLOP/s that NeuronX Distributed training GEMMs sustain.
-NEURON_GEMM_EFFICIENCY = 0.41
+NEURON_GEMM_EFFICIENCY = 0.4
+
+
+def comm_overlap(accel: Accelerator) -> float:
+    """Share of data-parallel traffic that hides behind compute (COMM_OVERLAP, NEURON_COMM_OVERLAP)."""
+    return NEURON_COMM_OVERLAP if accel.is_neuron else COMM_OVERLAP
 
 
 def gemm_efficiency(accel: Accelerator) -> float:

@@ -138,18 +138,19 @@ def dp_traffic_memo(work: TrainingWork, itype: InstanceType, accel: Accelerator,
     return traffic
 
 
-def exposed_dp_s(traffic: tuple[float, float], compute_s: float, microbatches: int) -> float:
+def exposed_dp_s(traffic: tuple[float, float], compute_s: float, microbatches: int, overlap: float) -> float:
     """Exposed data-parallel communication of a step from its (per micro-batch, per step) collectives
     (_dp_traffic_s). Per micro-batch: ZeRO-3/FSDP all-gather the weights in the forward and again in the
     backward and reduce-scatter gradients; ZeRO-2 reduce-scatters gradients (DeepSpeed). Once per step: ZeRO-0
     all-reduces gradients (DDP accumulates locally), ZeRO-1 reduce-scatters them and all-gathers the updated
     weights, ZeRO-2 all-gathers the weights. Per-micro-batch traffic overlaps that micro-batch's compute;
     per-step traffic the last backward. With expert parallelism the routed experts' share reduces over the
-    dp/ep expert-data-parallel ranks, each holding 1/ep of them (planner/physics/expert_training.py)."""
+    dp/ep expert-data-parallel ranks, each holding 1/ep of them (planner/physics/expert_training.py).
+    `overlap`: the share that hides behind compute (efficiency.comm_overlap)."""
     per_microbatch, per_step = traffic
     compute_per_microbatch = compute_s / microbatches
-    exposed = microbatches * max(0.0, per_microbatch - efficiency.COMM_OVERLAP * compute_per_microbatch)
-    exposed += max(0.0, per_step - efficiency.COMM_OVERLAP * compute_per_microbatch * 2 / 3)
+    exposed = microbatches * max(0.0, per_microbatch - overlap * compute_per_microbatch)
+    exposed += max(0.0, per_step - overlap * compute_per_microbatch * 2 / 3)
     return exposed
 
 
@@ -258,7 +259,7 @@ def step_parts(arch: Architecture, itype: InstanceType, accel: Accelerator, prec
     pp_link = inter_node_bytes_per_s(itype) if devices > apn else intra
     # gradients reduce over the DP × CP ranks, which all hold the same weights (context_parallel.py)
     dp_s = exposed_dp_s(dp_traffic_memo(work, itype, accel, tp, pp, dp * cp, layout.zero, layout.ep, arch, memo),
-                        compute_s, m) if dp * cp > 1 else 0.0
+                        compute_s, m, efficiency.comm_overlap(accel)) if dp * cp > 1 else 0.0
     ep_s = all_to_all_step_s(arch, itype, accel, tp, pp, layout.ep, b, m, seq // cp, ck)
     cp_s = cp_step_s(arch, itype, accel, seq, tp, pp, cp, b, m, ck, _attention_flops_per_s(accel, precision)) if cp > 1 else 0.0
     return StepParts(devices, tokens, peak, bandwidth, matmul_s, nonmatmul_s, experts_s, adapters_s, compute_s, tp_s,

@@ -69,9 +69,9 @@ def layout_tokens_per_s_ceiling(arch, itype, accel, precision: str, seq: int, wo
     c0 = per_device * compute
     if dp * cp > 1:
         traffic = dp_traffic_memo(work, itype, accel, tp, pp, dp * cp, zero, ep, arch, memo)
-        overlap = efficiency.COMM_OVERLAP
+        overlap = efficiency.comm_overlap(accel)
         hinges = (microbatches * traffic[0] / overlap, 1.5 * microbatches * traffic[1] / overlap) if overlap > 0 else ()
-        least = min(c * (1 + bubble) + exposed_dp_s(traffic, c, microbatches) for c in (c0, *hinges) if c >= c0)
+        least = min(c * (1 + bubble) + exposed_dp_s(traffic, c, microbatches, overlap) for c in (c0, *hinges) if c >= c0)
     else:
         least = c0 * (1 + bubble)
     return tokens / (least + per_device * tp_part) * (1 + ROUNDING_MARGIN)
