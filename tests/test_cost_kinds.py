@@ -66,7 +66,7 @@ def test_a_longer_run_is_a_changed_training_cost(tmp_path):
     assert row["change_percent"] == pytest.approx(99.0, abs=0.5)  # the one launch is paid once, not twice
     assert data["serving_usd_per_month"]["change"] == 0
     training = data["training_usd_per_run"]
-    assert training["base"] == pytest.approx(30.61, abs=0.01)  # (16.26 h + one launch) × $1.8613/h + the root volume
+    assert training["base"] == pytest.approx(30.92, abs=0.01)  # (16.43 h + one launch) × $1.8613/h + the root volume
     assert training["change"] == pytest.approx(training["head"] - training["base"])
     assert training["change_percent"] == pytest.approx(99.0, abs=0.5)
     assert "before_usd_per_month" not in data  # no total that adds a run to 730 hours of serving
@@ -76,7 +76,7 @@ def test_headline_names_both_kinds(tmp_path):
     result = _cost(_head(tmp_path, 4.0e8, ctx=32768))
     headline = result.output.splitlines()[1]
     assert headline.startswith("### 💰 gpuplan: Serving +$")
-    assert "/month (+" in headline and " · Training runs +$30 (+" in headline
+    assert "/month (+" in headline and " · Training runs +$31 (+" in headline
 
 
 def test_guardrails_judge_each_kind_apart(tmp_path):
