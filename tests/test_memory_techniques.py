@@ -81,22 +81,6 @@ def test_activation_offloading_keeps_one_layer_on_the_gpu():
     assert offloaded.weights == kept.weights and offloaded.optimizer == kept.optimizer
 
 
-def test_adapters_keep_the_code_bases_state_precision():
-    """LoRA adapters train in fp32 with AdamW's fp32 moments (4 + 4 + 8 B/param, PEFT's upcast) unless the code
-    base keeps every state in bf16 (torchtune, LitGPT bf16-true: 2 + 2 + 4 B/param)."""
-    from planner.physics.memory import lora_params
-
-    arch = presets()["llama-3.1-8b"]
-    lora = TrainingSetup("lora", "bf16", "adamw", "auto", 64, 4096)
-    adapters = lora_params(arch, 64)
-    base, grads, optimizer = training_model_states(arch, lora, 1, 1, 1, 0)
-    assert (grads, optimizer) == (pytest.approx(adapters * 4.0), pytest.approx(adapters * 8.0))
-    base16, grads16, optimizer16 = training_model_states(arch, TrainingSetup("lora", "bf16", "adamw", "auto", 64, 4096,
-                                                                             states="bf16"), 1, 1, 1, 0)
-    assert (grads16, optimizer16) == (pytest.approx(adapters * 2.0), pytest.approx(adapters * 4.0))
-    assert base - base16 == pytest.approx(adapters * 2.0)
-
-
 def test_a_run_whose_sequence_length_is_unpublished_is_not_compared(catalog):
     """torchtune's baseline row ran an unpacked dataset, each batch padded to its longest sample (at most 4,096):
     the sequence a step ran is unpublished, so neither its peak memory nor its tokens/s can be reproduced

@@ -309,13 +309,10 @@ def training_model_states(arch: Architecture, setup: TrainingSetup, tp: int, pp:
         dense = zero_model_states((arch.params - routed) / shard, dp, zero, w_b, g_b, o_b)
         experts = zero_model_states(routed / (shard * ep), dp // ep, zero, w_b, g_b, o_b)
         return dense[0] + experts[0], dense[1] + experts[1], dense[2] + experts[2]
-    # LoRA / QLoRA: the frozen base has no gradients or optimizer state. Adapters train in fp32 (PEFT
-    # upcasts them, autocast_adapter_dtype) unless the code base keeps every state in bf16 (STATE_BYTES:
-    # torchtune builds the model in its bf16 default dtype, LitGPT's bf16-true), adapters included.
+    # LoRA / QLoRA: the frozen base has no gradients or optimizer state; adapters train in fp32.
     base = base_weight_bytes(arch, setup) / shard
     adapters = lora_params(arch, setup.lora_rank, setup.lora_targets) / shard
-    adapter_bytes = STATE_BYTES["bf16"] if setup.states == "bf16" else (4.0, 4.0, optimizer_state_bytes(setup.optimizer, False))
-    a_w, a_g, a_o = zero_model_states(adapters, dp, zero, *adapter_bytes)
+    a_w, a_g, a_o = zero_model_states(adapters, dp, zero, 4.0, 4.0, optimizer_state_bytes(setup.optimizer, False))
     return base / (dp if zero >= 3 else 1) + a_w, a_g, a_o
 
 
