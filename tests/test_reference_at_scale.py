@@ -54,9 +54,9 @@ def test_narayanan_teraflops_are_converted_back_to_tokens_with_the_papers_eq_3(c
 
 
 @pytest.mark.parametrize("row_id, predicted, measured, planners", [
-    ("nar21-1t-3072gpu", 118.12, 122.30, True),        # A100, TP 8 × PP 64, micro-batch 1 (planner's)
-    ("mlm-weak-462b-6144gpu", 459.85, 465.02, True),   # H100, TP 8 × PP 16 × DP 48 (DP buckets pay NIC hops)
-    ("llama3-405b-16384gpu", 332.58, 405.65, True),    # H100, TP 8 × PP 16 × DP 128: fits only with full recompute;
+    ("nar21-1t-3072gpu", 116.31, 122.30, True),        # A100, TP 8 × PP 64, micro-batch 1 (planner's)
+    ("mlm-weak-462b-6144gpu", 459.09, 465.02, True),   # H100, TP 8 × PP 16 × DP 48 (DP buckets pay NIC hops)
+    ("llama3-405b-16384gpu", 304.48, 405.65, True),    # H100, TP 8 × PP 16 × DP 128: fits only with full recompute;
     # interleaved over uneven stages (126 layers / 16), v up to 7 (issue 25): 269.38 at v 2
     # H100 LoRA, TP 2 × PP 4, v 20, micro-batch 1 (recipe); NeMo's adapters on the fused QKV only, no optimizer step on the frozen base: 453.58 on all seven
     ("dgxc-l3-70b-ft-lora-bf16-8gpu", 498.32, 564.99, False),
@@ -78,7 +78,7 @@ def test_a_bloom_prequel_row_with_the_heads_its_section_states_is_pinned(compare
     """bigscience tr11 chronicles-prequel.md: 181B (hidden 14,336, 72 layers, NHEADS 64) at DP 8 × TP 8 ×
     PP 6, micro-batch 4: 121.48 s per 2,048 × 2,048 tokens on 384 A100 (the source's step time)."""
     row = compared["bloom-prequel-181b-dp8-pp6-mbs4"]
-    assert row.predicted == pytest.approx(110.06, abs=0.5)
+    assert row.predicted == pytest.approx(108.28, abs=0.5)
     assert row.measured == pytest.approx(99.93, abs=0.5)
 
 
