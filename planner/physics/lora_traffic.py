@@ -32,8 +32,9 @@ BACKWARD_IN, BACKWARD_OUT = 5, 4  # the same, backward
 
 
 def adapted_dims(arch: Architecture, targets: str = "all") -> tuple[int, int]:
-    """(Σ d_in, Σ d_out) over one layer's adapted matrices: q, k, v, o and gate, up, down, as
-    planner.physics.memory.lora_params counts them; "qkv": the fused projection reads h once, writes q + 2·kv."""
+    """(Σ d_in, Σ d_out) over one layer's adapted matrices: q, k, v, o and gate, up, down
+    (planner.physics.memory.lora_params counts adapter parameters from it); "qkv": the fused projection reads h
+    once, writes q + 2·kv."""
     h, hd = arch.hidden_size, arch.head_dim
     q, kv, f = arch.attention_heads * hd, arch.kv_heads * hd, arch.ffn_hidden_size
     if targets == "qkv":

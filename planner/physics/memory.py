@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from planner.physics.lora_traffic import adapted_dims
 from planner.workload.presets import Architecture
 from planner.hardware.units import BYTES_PER_PARAM, GIB, NF4_BYTES_PER_PARAM
 
@@ -209,15 +210,10 @@ def gradient_bytes(precision: str, grad_precision: str) -> float:
 
 
 def lora_params(arch: Architecture, rank: int, targets: str = "all") -> float:
-    """Adapter parameters: r·(d_in + d_out) per adapted matrix (Hu et al. 2021). targets "all": every linear
-    layer, q, k, v, o in attention and gate, up, down in the MLP; "qkv": one adapter on the fused QKV projection
-    (NeMo's `linear_qkv`, planner/physics/lora_traffic.py LORA_TARGETS)."""
-    h, hd = arch.hidden_size, arch.head_dim
-    q_out, kv_out = arch.attention_heads * hd, arch.kv_heads * hd
-    if targets == "qkv":
-        return rank * (h + q_out + 2 * kv_out) * arch.layers
-    per_layer = (h + q_out) + 2 * (h + kv_out) + (q_out + h) + 3 * (h + arch.ffn_hidden_size)
-    return rank * per_layer * arch.layers
+    """Adapter parameters: r·(d_in + d_out) per adapted matrix (Hu et al. 2021), summed over the matrices
+    planner/physics/lora_traffic.adapted_dims names (targets "all": q, k, v, o and gate, up, down; "qkv": NeMo's
+    fused `linear_qkv`), so the adapters' memory and their traffic count the same matrices."""
+    return rank * sum(adapted_dims(arch, targets)) * arch.layers
 
 
 @dataclass(frozen=True)
