@@ -1,5 +1,6 @@
 """The published measurements of bench/data/reference.yaml and bench/data/reference/ (one file per
-source, bench/reference_sources.py), and how the planner's estimators predict each one. Used by bench/accuracy.py, bench/calibrate.py and the tests."""
+source, read by bench/reference_sources.py and bench/reference_serving.py), and how the planner's
+estimators predict each one. Used by bench/accuracy.py, bench/calibrate.py and the tests."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from functools import cache
 from pathlib import Path
 
 
-from bench import reference_sources
+from bench import reference_serving, reference_sources
 from planner.physics import efficiency
 from planner.hardware.catalog import Catalog
 from planner.physics.memory import TrainingSetup, training_model_states
@@ -140,7 +141,7 @@ def _neuron_training_rows(catalog: Catalog) -> list[Row]:
 def all_rows(catalog: Catalog, platform: str | None = None, cap: int | None = None) -> list[Row]:
     """Every compared figure; `cap` keeps at most that many rows per new-format source (the fit's
     weighting, bench/calibrate.py), None keeps all (what accuracy reports)."""
-    sourced = reference_sources.training_rows(catalog, Row, cap) + reference_sources.serving_rows(catalog, Row, cap)
+    sourced = reference_sources.training_rows(catalog, Row, cap) + reference_serving.serving_rows(catalog, Row, cap)
     gpu = (_decode_rows(catalog) + _serving_rows(catalog) + _training_rows(catalog)
            + [r for r in sourced if r.platform == "gpu"]) if platform != "neuron" else []
     neuron = (_neuron_serving_rows(catalog) + _neuron_training_rows(catalog)

@@ -8,7 +8,8 @@ import pytest
 
 from bench import calibrate
 from bench.reference_cases import all_rows, reference
-from bench.reference_sources import below_model_states, implausible, memory_rows, model_state_bytes, skipped, sources
+from bench.reference_serving import skipped
+from bench.reference_sources import below_model_states, implausible, memory_rows, model_state_bytes, sources
 from planner.hardware.catalog import bundled
 
 

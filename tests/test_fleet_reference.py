@@ -7,7 +7,7 @@ import pytest
 
 from bench.accuracy import PLATFORMS, summary
 from bench.reference_cases import Row, all_rows
-from bench.reference_sources import skipped
+from bench.reference_serving import skipped
 
 
 def test_trainium2_serving_rows_are_compared_on_the_neuron_constants(catalog):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import reference_sources as rs
+from bench import reference_serving, reference_sources as rs
 from planner.physics.pipeline_schedule import bubble_fraction
 
 
@@ -41,4 +41,4 @@ def test_a_run_averaged_with_its_warm_up_is_counted_not_compared(catalog):
     included (8 -> 16 GPUs scales super-linearly, 1.247 -> 3.664 samples/s): not a steady-state throughput."""
     row = _row("dgxc-v2411-hf-llama2-70b-lora-8gpu")
     assert rs.why_not(row, catalog) == "throughput averaged over a short run with its warm-up, not steady state"
-    assert rs.skipped(catalog)["throughput averaged over a short run with its warm-up, not steady state"] == 13
+    assert reference_serving.skipped(catalog)["throughput averaged over a short run with its warm-up, not steady state"] == 13

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import reference_sources as rs
+from bench import reference_serving, reference_sources as rs
 from bench.accuracy import summary
 from bench.offline_rows import predict_offline, tuned_settings
 from bench.reference_cases import Row
@@ -65,19 +65,19 @@ def test_worked_b200_row_lifetime_formula(catalog):
 
 def test_b200_rows_are_compared_not_skipped(catalog):
     b200 = _rows("trtllm10-b200-")
-    assert len(b200) == 20 and all(rs.serving_why_not(r) is None for r in b200)
-    rows = [r for r in rs.serving_rows(catalog, Row) if r.source == SOURCE]
+    assert len(b200) == 20 and all(reference_serving.serving_why_not(r) is None for r in b200)
+    rows = [r for r in reference_serving.serving_rows(catalog, Row) if r.source == SOURCE]
     compared = {r.id for r in rows if r.accelerator == "B200"}
     assert compared == {r["id"] for r in b200}
     assert {r.metric for r in rows} == {"serving tokens/s"} and {r.platform for r in rows} == {"gpu"}
     assert ("b200", "serving tokens/s") in summary(rows)
     assert any(r.moe for r in rows)  # Mixtral-8x22B: the MoE class
-    assert not any("offline" in reason for reason in rs.skipped(catalog) if "B200" in reason)
+    assert not any("offline" in reason for reason in reference_serving.skipped(catalog) if "B200" in reason)
 
 
 def test_triton_and_open_loop_rows_stay_skipped_with_their_reason():
     triton = [r for r in _rows("trtllm014-") if r["load"] == "offline-throughput"]
-    assert triton and all(rs.serving_why_not(r) == "no fixed concurrency (offline or open-loop load)" for r in triton)
+    assert triton and all(reference_serving.serving_why_not(r) == "no fixed concurrency (offline or open-loop load)" for r in triton)
 
 
 @pytest.mark.parametrize("row", _rows("trtllm10-b200-"), ids=lambda r: r["id"])

@@ -6,7 +6,7 @@ import pytest
 
 from bench import calibrate
 from bench.reference_cases import _serving_rows, all_rows, Row
-from bench import reference_sources
+from bench import reference_serving
 from planner.hardware.catalog import bundled
 from planner.physics import efficiency
 from planner.physics.performance import prefill_s
@@ -20,7 +20,7 @@ def catalog():
 
 
 def _ttft(catalog, row_id: str) -> Row:
-    rows = [r for r in _serving_rows(catalog) + reference_sources.serving_rows(catalog, Row)
+    rows = [r for r in _serving_rows(catalog) + reference_serving.serving_rows(catalog, Row)
             if r.id == row_id and r.metric == "TTFT"]
     assert len(rows) == 1
     return rows[0]

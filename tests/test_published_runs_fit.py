@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import reference_sources as rs
+from bench import reference_serving, reference_sources as rs
 from planner.hardware.catalog import bundled
 from planner.physics.memory import inference_memory
 from planner.workload.spec import Constraints
@@ -24,7 +24,7 @@ def _training_rows() -> list[dict]:
 
 def _serving_rows() -> list[dict]:
     return [r for data in rs.sources().values() for r in data["rows"]
-            if "prompt_tokens" in r and rs.serving_why_not(r) is None]
+            if "prompt_tokens" in r and reference_serving.serving_why_not(r) is None]
 
 
 def test_the_reference_data_has_rows_to_check():
@@ -60,7 +60,7 @@ def test_published_serving_replica_holds_a_request(row):
         itype = CATALOG.instance(rs.INSTANCE_FOR[row["accelerator"]])
         accel = CATALOG.accelerator(itype.accelerator)
     kv = "fp8" if str(row.get("kv_precision")).startswith("fp8") else "bf16"
-    need = inference_memory(arch, rs.serving_weights(row), kv, row["tp"], 1, 1,
+    need = inference_memory(arch, reference_serving.serving_weights(row), kv, row["tp"], 1, 1,
                             row["prompt_tokens"] + row["output_tokens"], accel.is_neuron).total
     assert need <= accel.memory_bytes * (1 - HEADROOM)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import reference_sources as rs
+from bench import reference_serving, reference_sources as rs
 from bench.reference_cases import all_rows
 
 NEW_SOURCES = ("gpustack-performance-lab-qwen3-8b-h100", "accelmark-verified")
@@ -34,7 +34,7 @@ def test_a_new_source_file_carries_its_citation_and_every_row_its_configuration(
 
 @pytest.mark.parametrize("source_id", NEW_SOURCES)
 def test_every_row_of_a_new_source_is_compared_or_skipped_for_its_precision(source_id):
-    reasons = {r["id"]: rs.serving_why_not(r) for r in rs.sources()[source_id]["rows"]}
+    reasons = {r["id"]: reference_serving.serving_why_not(r) for r in rs.sources()[source_id]["rows"]}
     assert sum(reason is None for reason in reasons.values()) >= 9
     assert all(reason is None or reason.startswith("precision ") for reason in reasons.values())
 
@@ -58,9 +58,9 @@ def test_a_pinned_row_is_predicted_within_its_metrics_target(compared, row_id, m
 def test_fp8_checkpoints_are_compared_on_hopper_and_skipped_on_ampere():
     rows = {r["id"]: r for r in rs.sources()["accelmark-verified"]["rows"]}
     hopper = rows["accelmark-nvidia_h200x1-suiteC-fp8-vllm0.7.3-c8"]
-    assert rs.serving_why_not(hopper) is None
+    assert reference_serving.serving_why_not(hopper) is None
     ampere = dict(hopper, accelerator="A100-80GB")
-    assert "no FP8 tensor cores" in rs.serving_why_not(ampere)
+    assert "no FP8 tensor cores" in reference_serving.serving_why_not(ampere)
 
 
 def test_yi_34b_on_four_pcie_a10g_is_compared_at_tp4(catalog):

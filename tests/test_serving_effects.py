@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import reference_sources
+from bench import reference_serving
 from bench.reference_cases import Row
 from planner.physics import efficiency
 from planner.hardware.catalog import bundled
@@ -46,7 +46,7 @@ def test_kv_cache_is_read_at_its_own_share_of_the_bandwidth(catalog, monkeypatch
 
 
 def _row(catalog, row_id: str, metric: str = "serving tokens/s") -> Row:
-    rows = [r for r in reference_sources.serving_rows(catalog, Row) if r.id == row_id and r.metric == metric]
+    rows = [r for r in reference_serving.serving_rows(catalog, Row) if r.id == row_id and r.metric == metric]
     assert len(rows) == 1
     return rows[0]
 

@@ -1,0 +1,139 @@
+"""Published serving runs (the same per-source YAML files as bench/reference_sources.py: rows with a prompt
+and an output length) and how the planner predicts each: closed-loop clients through its continuous-batching
+estimate, static batches in waves, trtllm-bench's offline rows through bench/offline_rows.py. A row is
+compared only when the planner models what it ran; skipped() counts every row left out, training and
+serving, with its reason."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from bench.offline_rows import PRECISIONS, is_trtllm_bench, predict_offline
+from bench.reference_sources import INSTANCE_FOR, NEURON_INSTANCE_FOR, _architecture, _strided, sources, why_not
+from planner.hardware.catalog import Catalog
+from planner.workload.presets import presets
+
+
+def skipped(catalog: Catalog) -> Counter:
+    """Why each row not compared was left out, counted (training rows by why_not, serving rows by serving_why_not)."""
+    return Counter(reason for data in sources().values() for r in data["rows"]
+                   if (reason := why_not(r, catalog) if "seq" in r else serving_why_not(r)))
+
+
+# Serving rows: weights as the planner names them; W4A8 / W8A8 (quantised activations) is not modelled.
+def _weights(precision: str) -> str | None:
+    p = precision.lower()
+    if p.startswith(("fp16", "bf16")):
+        return "bf16"
+    if p.startswith("fp8"):
+        return "fp8"
+    if "a8" in p and p.startswith(("int4", "int8")):
+        return None
+    return "int4" if p.startswith("int4") else ("int8" if p.startswith("int8") else None)
+
+
+def serving_weights(row: dict) -> str | None:
+    """The row's weights as the planner names them (trtllm-bench's FP4 columns: NVFP4, bench/offline_rows.py)."""
+    if is_trtllm_bench(row):
+        return PRECISIONS.get(str(row.get("precision")).lower())
+    return _weights(str(row.get("precision")))
+
+
+def _has_fp8(accelerator: str) -> bool:
+    """Whether the catalog's part named by a GPU row has FP8 tensor cores (the planner runs FP8 weights only there)."""
+    from planner.hardware.catalog import bundled
+
+    if accelerator not in INSTANCE_FOR:
+        return True
+    catalog = bundled()
+    return catalog.accelerator(catalog.instance(INSTANCE_FOR[accelerator]).accelerator).peak_flops("fp8") is not None
+
+
+def serving_why_not(row: dict) -> str | None:
+    if row.get("accelerator") not in INSTANCE_FOR and row.get("accelerator") not in NEURON_INSTANCE_FOR:
+        return f"accelerator {row.get('accelerator')!r} not in the catalog"
+    offline = is_trtllm_bench(row)  # every request queued: bench/offline_rows.py
+    if not offline and (row.get("load") not in ("closed-loop", "static-batch") or not isinstance(row.get("concurrency"), int)):
+        return "no fixed concurrency (offline or open-loop load)"
+    if serving_weights(row) is None:
+        return f"precision {row.get('precision')!r} not modelled"
+    if _weights(str(row.get("precision"))) == "fp8" and not _has_fp8(row["accelerator"]):
+        return (f"precision {row.get('precision')!r} on {row['accelerator']}, which has no FP8 tensor cores "
+                "(weight-only FP8, e.g. Marlin on Ampere, is not modelled)")
+    if (row.get("pp") or 1) > 1 or (row.get("ep") or 1) > 1 or not isinstance(row.get("tp"), int):
+        return "pipeline or expert parallel serving, or TP not stated"
+    if not isinstance(row.get("prompt_tokens"), int) or not isinstance(row.get("output_tokens"), int):
+        return "prompt or output length not stated"
+    if row.get("model") and row["model"] not in presets():
+        return f"model {row['model']!r} is not a bundled preset"
+    if not row.get("model"):
+        try:
+            _architecture(row)
+        except (ValueError, TypeError, KeyError):
+            return "architecture incomplete in the source"
+    return None
+
+
+def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
+    """Closed-loop rows: the planner's continuous-batching estimate; on a GPU engine, clients beyond
+    the KV slots held at the mean context wait for a slot (closed_loop.slot_wait_s). Static batches: as
+    many requests as the engine's KV memory holds at the mean context (prompt + output/2) run at once, in
+    waves (paged KV, Kwon et al. SOSP 2023: blocks are taken as sequences grow, so a wave that fills the
+    pool at its mean context runs, and the engine preempts at the end rather than admitting fewer: LMDeploy's
+    64 × 128/2048 Llama-2-7B batch starts as one wave, 13B's at 64 does not); each wave's prompts
+    are prefilled together, then it decodes in lock-step (ITL at the mean context); throughput =
+    batch · output ÷ the waves' total time, TTFT and ITL the means over the requests. trtllm-bench rows
+    (every request queued at once): bench/offline_rows.py, output tokens/s only."""
+    from planner.physics import efficiency
+    from planner.physics.closed_loop import slot_wait_s
+    from planner.physics.kv_capacity import resident_sequences, static_batch
+    from planner.physics.neuron_serving import compiled_batch_serving, llmperf_itl_s
+    from planner.physics.performance import decode_step, prefill_s
+    from planner.physics.replica_serving import replica_estimate
+
+    out = []
+    for source_id, data in sources().items():
+        usable = [r for r in data["rows"] if "prompt_tokens" in r and serving_why_not(r) is None]
+        for r in _strided(usable, cap):
+            arch = _architecture(r)
+            neuron = r["accelerator"] in NEURON_INSTANCE_FOR
+            if neuron:
+                node = r["instance_type"] if catalog.instance(str(r.get("instance_type"))) else NEURON_INSTANCE_FOR[r["accelerator"]]
+                itype, accel = catalog.sharded(catalog.instance(node))
+            else:
+                itype = catalog.instance(INSTANCE_FOR[r["accelerator"]])
+                accel = catalog.accelerator(itype.accelerator)
+            w, kv = serving_weights(r), "fp8" if str(r.get("kv_precision")).startswith("fp8") else "bf16"
+            b, prompt, n = r["concurrency"], r["prompt_tokens"], r["output_tokens"]
+            if neuron and r.get("compiled_batch") and r.get("engine") == "tgi":  # a wave's prompts, then its decode
+                waves = compiled_batch_serving(arch, accel, w, kv, r["tp"], r["compiled_batch"], b, prompt, n, itype)
+                tps, ttft, itl = waves.output_tokens_per_s, waves.time_to_first_token_s, waves.inter_token_latency_s
+            elif is_trtllm_bench(r):
+                tps, ttft, itl = predict_offline(arch, accel, itype, r).output_tokens_per_s, None, None
+            elif r["load"] == "closed-loop":  # the planner's own estimate (Neuron: compiled shapes and buckets)
+                e = replica_estimate(arch, accel, w, kv, r["tp"], 1, b, prompt, n, itype,
+                                     max_context_tokens=r.get("max_context_tokens"), compiled_batch=r.get("compiled_batch"))
+                tps, ttft, itl = e.output_tokens_per_s_per_replica, e.time_to_first_token_s, e.inter_token_latency_s
+                if not neuron and b > (slots := resident_sequences(arch, accel, w, kv, r["tp"], prompt + n // 2)):
+                    # more clients than KV slots: the running batch is the slots, the rest queue for one
+                    e = replica_estimate(arch, accel, w, kv, r["tp"], 1, slots, prompt, n, itype)
+                    request_s = e.time_to_first_token_s + (n - 1) * e.inter_token_latency_s
+                    tps, itl = e.output_tokens_per_s_per_replica, e.inter_token_latency_s
+                    ttft = e.time_to_first_token_s + slot_wait_s(b, slots, request_s)
+            else:  # waves of the sequences whose KV fits at the mean context (planner/physics/kv_capacity.py)
+                tp = r["tp"]
+                waves = static_batch(
+                    b, resident_sequences(arch, accel, w, kv, tp, prompt + n // 2), n,
+                    lambda k: efficiency.request_overhead_s(accel) + prefill_s(arch, accel, w, tp, 1, prompt, itype, prompts=k),
+                    lambda k: decode_step(arch, accel, w, kv, tp, 1, k, prompt + n / 2).seconds)
+                tps, ttft, itl = waves.output_tokens_per_s, waves.time_to_first_token_s, waves.inter_token_latency_s
+            if r.get("itl_definition") == "llmperf-end-to-end":
+                itl = llmperf_itl_s(ttft, itl, n)
+            setup = f"{r.get('model') or 'custom'} {r['accelerator']} TP{r['tp']} {w} c={'queued' if b is None else b} {prompt}/{n} {r['load']}"
+            figures = [("serving tokens/s", tps, r.get("tokens_per_s"))] + ([] if ttft is None else [
+                ("TTFT", ttft * 1e3, r.get("ttft_ms")), ("ITL", itl * 1e3, r.get("itl_ms"))])
+            for metric, predicted, measured in figures:
+                if isinstance(measured, (int, float)) and measured > 0:
+                    out.append(row_type(r["id"], metric, source_id, setup, predicted, measured,
+                                        "neuron" if neuron else "gpu", r["accelerator"], arch.is_moe))
+    return out
