@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections import Counter
 
 from bench.offline_rows import PRECISIONS, is_trtllm_bench, predict_offline
-from bench.reference_sources import INSTANCE_FOR, NEURON_INSTANCE_FOR, _architecture, _strided, sources, why_not
+from bench.reference_sources import (INSTANCE_FOR, NEURON_INSTANCE_FOR, _architecture, _strided, model_why_not,
+                                     sources, why_not)
 from planner.hardware.catalog import Catalog
-from planner.workload.presets import presets
 
 
 def skipped(catalog: Catalog) -> Counter:
@@ -64,14 +64,7 @@ def serving_why_not(row: dict) -> str | None:
         return "pipeline or expert parallel serving, or TP not stated"
     if not isinstance(row.get("prompt_tokens"), int) or not isinstance(row.get("output_tokens"), int):
         return "prompt or output length not stated"
-    if row.get("model") and row["model"] not in presets():
-        return f"model {row['model']!r} is not a bundled preset"
-    if not row.get("model"):
-        try:
-            _architecture(row)
-        except (ValueError, TypeError, KeyError):
-            return "architecture incomplete in the source"
-    return None
+    return model_why_not(row)
 
 
 def serving_rows(catalog: Catalog, row_type, cap: int | None = None):

@@ -60,6 +60,19 @@ def _architecture(row: dict) -> Architecture:
     return Architecture(**{k: v for k, v in row["architecture"].items() if k in ARCH_FIELDS})
 
 
+def model_why_not(row: dict) -> str | None:
+    """Why a row's model cannot be built (training and serving rows alike), or None: a preset it names, or the
+    architecture it states in full."""
+    if row.get("model") and row["model"] not in presets():
+        return f"model {row['model']!r} is not a bundled preset"
+    if not row.get("model"):
+        try:
+            _architecture(row)
+        except (ValueError, TypeError, KeyError):
+            return "architecture incomplete in the source"
+    return None
+
+
 def why_not(row: dict, catalog: Catalog) -> str | None:
     """Why the planner cannot reproduce this training row, or None when it can."""
     if row.get("accelerator") not in INSTANCE_FOR:
@@ -75,13 +88,8 @@ def why_not(row: dict, catalog: Catalog) -> str | None:
         return "layout (tp, pp, dp, micro-batch, sequence) not fully stated"
     if row.get("global_batch") is None and row["pp"] > 1:
         return "pipeline run without its global batch"
-    if row.get("model") and row["model"] not in presets():
-        return f"model {row['model']!r} is not a bundled preset"
-    if not row.get("model"):
-        try:
-            _architecture(row)
-        except ValueError:
-            return "architecture incomplete in the source"
+    if (unknown := model_why_not(row)) is not None:
+        return unknown
     if row["tp"] * row["pp"] * row["dp"] * (row.get("cp") or 1) != row["gpus"]:
         return "tp × pp × dp × cp differs from the GPU count"
     return None
