@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from bench.offline_rows import PRECISIONS, is_trtllm_bench, predict_offline
-from bench.reference_sources import (INSTANCE_FOR, NEURON_INSTANCE_FOR, _architecture, _strided, model_why_not,
+from bench.reference_sources import (INSTANCE_FOR, NEURON_INSTANCE_FOR, row_architecture, strided, model_why_not,
                                      sources, why_not)
 from planner.hardware.catalog import Catalog
 
@@ -87,8 +87,8 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
     out = []
     for source_id, data in sources().items():
         usable = [r for r in data["rows"] if "prompt_tokens" in r and serving_why_not(r) is None]
-        for r in _strided(usable, cap):
-            arch = _architecture(r)
+        for r in strided(usable, cap):
+            arch = row_architecture(r)
             neuron = r["accelerator"] in NEURON_INSTANCE_FOR
             if neuron:
                 node = r["instance_type"] if catalog.instance(str(r.get("instance_type"))) else NEURON_INSTANCE_FOR[r["accelerator"]]

@@ -54,7 +54,8 @@ def sources() -> dict[str, dict]:
     return out
 
 
-def _architecture(row: dict) -> Architecture:
+def row_architecture(row: dict) -> Architecture:
+    """The row's model: the bundled preset it names, or the architecture it states."""
     if row.get("model"):
         return presets()[row["model"]]
     return Architecture(**{k: v for k, v in row["architecture"].items() if k in ARCH_FIELDS})
@@ -67,7 +68,7 @@ def model_why_not(row: dict) -> str | None:
         return f"model {row['model']!r} is not a bundled preset"
     if not row.get("model"):
         try:
-            _architecture(row)
+            row_architecture(row)
         except (ValueError, TypeError, KeyError):
             return "architecture incomplete in the source"
     return None
@@ -130,7 +131,7 @@ def training_inputs(catalog: Catalog, row: dict) -> dict:
     itype = catalog.instance(INSTANCE_FOR[row["accelerator"]])
     precision = row["precision"] if row["precision"] in ("bf16", "fp8", "fp16") else "bf16"
     mb, dp = row["micro_batch"], row["dp"]
-    return {"arch": _architecture(row), "itype": itype, "accel": catalog.accelerator(itype.accelerator),
+    return {"arch": row_architecture(row), "itype": itype, "accel": catalog.accelerator(itype.accelerator),
             "precision": precision, "mb": mb, "dp": dp, "zero": _zero(row),
             "setup": TrainingSetup(row.get("method", "full"), precision, "adamw", row.get("grad_precision") or "auto",
                                    row.get("lora_rank") or 16,
@@ -313,7 +314,7 @@ def implausible(catalog: Catalog) -> list[str]:
     return out
 
 
-def _strided(rows: list[dict], cap: int | None) -> list[dict]:
+def strided(rows: list[dict], cap: int | None) -> list[dict]:
     """Every k-th row so at most `cap` remain (deterministic): one big table weighs no more than cap rows."""
     if cap is None or len(rows) <= cap:
         return rows
@@ -324,7 +325,7 @@ def _strided(rows: list[dict], cap: int | None) -> list[dict]:
 def training_rows(catalog: Catalog, row_type, cap: int | None = None):
     rows = []
     for source_id, data in sources().items():
-        for r in _strided([resolved(r) for r in data["rows"] if "seq" in r and why_not(r, catalog) is None], cap):
+        for r in strided([resolved(r) for r in data["rows"] if "seq" in r and why_not(r, catalog) is None], cap):
             arch, accel, est = predict(catalog, r)
             measured = measured_tflops(r, arch, accel)
             if measured > accel.peak_flops(r["precision"] if r["precision"] in ("bf16", "fp8") else "bf16") / 1e12:

@@ -40,7 +40,7 @@ def test_trtllm_bench_settings_follow_its_tuning_heuristic(catalog):
     """Llama-3.3-70B NVFP4 on one B200, ISL/OSL 20000/2000: 2·80·8·128 B of FP8 KV per token;
     0.95 × (193,273,528,320 − 70,553,706,496 × 0.5) / (163,840 × 22,000) = 41.6 requests → max batch
     64 (the floor), 41.6 × 11 = 458 tokens → max_num_tokens 2,048 (the floor)."""
-    arch = rs._architecture(_row("trtllm10-b200-llama-3.1-70b-tp1-fp4-20000-2000"))
+    arch = rs.row_architecture(_row("trtllm10-b200-llama-3.1-70b-tp1-fp4-20000-2000"))
     _, b200 = _b200(catalog)
     assert tuned_settings(arch, b200, "nvfp4", "fp8", 1, 20000, 2000) == (64, 2048)
     # 128/128: 0.95 × 157,996,675,072 / (163,840 × 256) = 3,578.6 requests, rounded up to 256s: 3,584
@@ -52,7 +52,7 @@ def test_worked_b200_row_lifetime_formula(catalog):
     and runtime); throughput = B·OSL / (OSL · t_decode(B, 21,000) + t_prefill(38 prompts of 20,000))."""
     row = _row("trtllm10-b200-llama-3.1-70b-tp1-fp4-20000-2000")
     itype, b200 = _b200(catalog)
-    arch = rs._architecture(row)
+    arch = rs.row_architecture(row)
     assert kv_pool_sequences(arch, b200, "nvfp4", "fp8", 1, 22000, 0.95) == 38
     e = predict_offline(arch, b200, itype, row)
     assert (e.batch, e.binding) == (38, "kv-memory")
@@ -86,7 +86,7 @@ def test_b200_prediction_never_exceeds_a_roof(catalog, row):
     prefill, 2·N_active·ISL/OSL, at the TP group's dense FP4 peak. HBM roof: every decode step streams
     the weight shard at least once, so at most B tokens per weights ÷ (TP × peak bandwidth)."""
     itype, b200 = _b200(catalog)
-    arch = rs._architecture(row)
+    arch = rs.row_architecture(row)
     e = predict_offline(arch, b200, itype, row)
     tp, isl, osl = row["tp"], row["prompt_tokens"], row["output_tokens"]
     flop_roof = tp * b200.peak_flops("fp4") / (2 * arch.params_per_token * (1 + isl / osl))
@@ -127,7 +127,7 @@ def test_b200_nvfp4_decode_gemms_run_at_the_measured_share_of_the_fp4_roof(catal
 
     row = _row("trtllm10-b200-llama-3.1-70b-tp1-fp4-128-2048")
     itype, b200 = _b200(catalog)
-    arch = rs._architecture(row)
+    arch = rs.row_architecture(row)
     b, ctx = 394, 128 + 2048 / 2
     share = efficiency.gemm_efficiency(b200)
     gemm_s = b * 2 * arch.params_per_token / (b200.peak_flops("fp4") * share * efficiency.FP4_GEMM_EFFICIENCY_FACTOR)
@@ -147,7 +147,7 @@ def test_b200_offline_rows_median_error_within_fifteen_percent(catalog):
     import statistics
 
     itype, b200 = _b200(catalog)
-    errors = [predict_offline(rs._architecture(r), b200, itype, r).output_tokens_per_s / r["tokens_per_s"] - 1
+    errors = [predict_offline(rs.row_architecture(r), b200, itype, r).output_tokens_per_s / r["tokens_per_s"] - 1
               for r in _rows("trtllm10-b200-")]
     assert abs(statistics.median(errors)) < 0.15
     assert max(errors) < 0.35  # 405B 1000/2000 was +63%

@@ -53,7 +53,7 @@ def test_the_16384_gpu_405b_run_fits_once_its_unstated_choices_are_the_planners(
 def test_published_serving_replica_holds_a_request(row):
     """A replica at the published TP holds its weights and one request's whole context (the planner
     then sizes how many run at once, fits_one_sequence in planner/search/inference.py)."""
-    arch = rs._architecture(row)
+    arch = rs.row_architecture(row)
     if row["accelerator"] in rs.NEURON_INSTANCE_FOR:  # TP counts logical NeuronCores, as the bench reads it
         itype, accel = CATALOG.sharded(CATALOG.instance(rs.NEURON_INSTANCE_FOR[row["accelerator"]]))
     else:

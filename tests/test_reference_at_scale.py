@@ -46,7 +46,7 @@ def test_narayanan_teraflops_are_converted_back_to_tokens_with_the_papers_eq_3(c
     """137 TFLOP/s counted as 96·l·h²·(1 + s/6h + V/16lh) per token (four passes) is 1.7B's tokens/s;
     times the planner's 6N + 12·L·h·s it is ~107 model TFLOP/s, ¾ of the published hardware-like figure."""
     row = _row("narayanan2021-megatron-a100-weak-scaling", "nar21-1p7b-32gpu")
-    arch = rs._architecture(row)
+    arch = rs.row_architecture(row)
     per_token = 96 * 24 * 2304**2 * (1 + 2048 / (6 * 2304) + 51200 / (16 * 24 * 2304))
     assert rs.narayanan_eq3_flops_per_token(arch, 2048) == pytest.approx(per_token)
     accel = catalog.accelerator(catalog.instance("p4de.24xlarge").accelerator)
