@@ -80,3 +80,31 @@ def test_a_capped_part_trains_slower_and_never_above_its_own_peak():
     assert capped.peak_flops("bf16") / full.peak_flops("bf16") == pytest.approx(0.5 ** (1 / 3))
     assert slow.tokens_per_s < fast.tokens_per_s
     assert slow.achieved_tflops_per_device * 1e12 < capped.peak_flops("bf16")
+
+
+@pytest.mark.parametrize("name,dense_bf16_tflops,ratio", [("L4", 121, 0.5), ("L4-1/8", 15.125, 0.5),
+                                                          ("L40S", 362.05, 0.78), ("RTX-PRO-6000", 503.8, 0.87),
+                                                          ("A10G", 70, 1.0), ("H100-80GB", 989.4, 1.0)])
+def test_bundled_parts_below_their_boost_clock_under_tensor_load_compute_at_the_measured_share(name, dense_bf16_tflops,
+                                                                                              ratio):
+    """The L4 (72 W), L40S (350 W) and RTX PRO 6000 sustain 0.47, 0.74 and 0.83 of their datasheet bf16 peaks in
+    large matmuls where an unthrottled Ada part (L20) sustains 0.955 (catalog sources): their peaks scale by the
+    ratio. Parts whose shares were fitted on their own rows (A100, H100) or that hold their clock (A10G) keep theirs."""
+    accel = bundled().accelerator(name)
+    assert accel.peak_flops("bf16") == pytest.approx(ratio * dense_bf16_tflops * 1e12)
+    if ratio < 1 and "/" not in name:  # the measurement is dated where the part's source cites it
+        assert accel.source_date == "2026-11-24" and "torch-performance-test-data" in accel.source
+
+
+@pytest.mark.parametrize("row_id,metric,before", [
+    ("accelmark-nvidia_l4x1-suiteA-bf16-vllm0.7.3-c1", "TTFT", -0.366),
+    ("trtllm017-l40s-llama-3.1-8b-tp1-128-128", "serving tokens/s", 0.292),
+    ("trtllm017-l40s-llama-3.1-8b-tp1-2048-128", "serving tokens/s", 0.273)])
+def test_prefill_heavy_rows_on_the_derated_parts_come_in(row_id, metric, before):
+    """Predicted at the datasheet clock these published runs were 27-37% off (`before`): prefill and large-batch
+    decode are compute-bound, so they follow the clock the part sustains."""
+    from bench import reference_serving
+    from bench.reference_cases import Row
+
+    rows = [r for r in reference_serving.serving_rows(bundled(), Row) if r.id == row_id and r.metric == metric]
+    assert len(rows) == 1 and abs(rows[0].error) < min(0.20, abs(before) / 1.5)
