@@ -1,0 +1,216 @@
+"""The planner's kernel-level assumptions against kernel rates measured on a GPU (bench/data/device/).
+
+    python bench/kernel_check.py            # the report below, on the bundled H100 run
+    python bench/kernel_check.py --shapes   # the reference rows' layer GEMMs, input of bench/device/h100_kernels.py
+
+The fitted constants of planner/physics/efficiency.py carry everything a source's runs lose; this holds
+the pieces the estimators compose to what the hardware does kernel by kernel, on one H100 SXM:
+- GEMM shapes: planner/physics/gemm_shape.py's factor (tile waves, roofline) against each measured
+  reference-row GEMM's rate relative to the 8192³ GEMM of the same precision;
+- the rows' layer GEMM factor, measured, and the rows' residuals with it in place of the planner's;
+- FP8 against BF16 GEMMs (FP8_GEMM_EFFICIENCY_FACTOR), attention kernels against the GEMM share;
+- decode's weight stream (MEMORY_BANDWIDTH_EFFICIENCY) and its GEMMs once compute-bound;
+- one Llama layer's forward+backward, eager and compiled, against the planner's compute time for it.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from functools import cache
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from planner.hardware.catalog import Catalog, bundled  # noqa: E402
+from planner.physics import efficiency  # noqa: E402
+from planner.physics.gemm_shape import gemm_shape_factor, layer_gemm_factor, layer_gemms  # noqa: E402
+from planner.workload.presets import Architecture  # noqa: E402
+
+H100_RUN = Path(__file__).resolve().parent / "data" / "device" / "h100-2026-11-24.json"
+# Eager PyTorch spends ~20 us of CPU per launch: a decode GEMM timed under this is the launch, not the kernel.
+LAUNCH_BOUND_S = 30e-6
+# The Llama layers bench/device/h100_kernels.py times: hidden, FFN, query heads, KV heads, head dim, micro-batch, seq.
+LAYERS = {"llama3-8b-mb1-s8192": (4096, 14336, 32, 8, 128, 1, 8192),
+          "llama3-8b-mb2-s8192": (4096, 14336, 32, 8, 128, 2, 8192),
+          "llama3-8b-mb4-s2048": (4096, 14336, 32, 8, 128, 4, 2048),
+          "llama3-70b-tp4-mb1-s8192": (8192, 7168, 16, 2, 128, 1, 8192),  # one TP-4 rank's slice
+          "nanotron-1p34b-mb4-s4096": (2048, 8192, 32, 32, 64, 4, 4096),
+          "nanotron-3p57b-mb2-s4096": (3072, 8192, 32, 32, 96, 2, 4096)}
+
+
+@cache
+def run(path: Path = H100_RUN) -> dict:
+    return json.loads(path.read_text())
+
+
+def _h100(catalog: Catalog):
+    return catalog.accelerator("H100-80GB")
+
+
+def reference_layer_shapes(catalog: Catalog) -> list[dict]:
+    """Per GPU training reference row: its layer's forward GEMMs (M, N, K) at its micro-batch, TP and CP."""
+    from bench import reference_sources as rs
+    from bench.reference_cases import reference
+    from planner.workload.presets import presets
+
+    out = []
+    for source, data in rs.sources().items():
+        for row in data["rows"]:
+            if "seq" not in row or rs.why_not(row, catalog) is not None:
+                continue
+            row = rs.resolved(row)
+            t = rs.training_inputs(catalog, row)
+            if not t["accel"].is_neuron:
+                out.append(_shape_row(row["id"], source, t["arch"], t["accel"], t["precision"],
+                                      row["seq"] * t["mb"] // (row.get("cp") or 1), row["tp"]))
+    for c in reference()["training"]:
+        accel = catalog.accelerator(catalog.instance(c["instance_type"]).accelerator)
+        out.append(_shape_row(c["id"], c["source"], presets()[c["model"]], accel, c["precision"],
+                              c["seq"] * c["micro_batch"], c["tp"]))
+    return out
+
+
+def _shape_row(row_id: str, source: str, arch: Architecture, accel, precision: str, tokens: int, tp: int) -> dict:
+    linear = "fp8" if precision == "fp8" else "bf16"
+    return {"id": row_id, "source": source, "accel": accel.name, "prec": linear, "tokens": tokens, "tp": tp,
+            "gemms": [list(g) for g in layer_gemms(arch, tokens, tp)],
+            "planner_factor": layer_gemm_factor(arch, tokens, tp, accel, accel.peak_flops(linear),
+                                                1 if linear == "fp8" else 2)}
+
+
+def _passes(m: int, n: int, k: int) -> tuple[tuple[int, int, int], ...]:
+    """Forward, input-gradient and weight-gradient GEMM of one linear layer (as gemm_shape._layer_factor)."""
+    return (m, n, k), (m, k, n), (k, n, m)
+
+
+def measured_gemms(data: dict) -> dict[tuple[int, int, int, str], float]:
+    """(M, N, K, precision) -> rate relative to the 8192³ GEMM of that precision."""
+    square = {p: data["square_tflops"][f"{p}-8192"] for p in ("bf16", "fp8")}
+    return {(g["m"], g["n"], g["k"], g["prec"]): g["tflops"] / square[g["prec"]] for g in data["gemm"] if "tflops" in g}
+
+
+def shape_model_errors(data: dict, catalog: Catalog) -> list[float]:
+    """gemm_shape's factor ÷ measured relative rate − 1, per measured GEMM (the 8192³ GEMM is 1 in both)."""
+    accel = _h100(catalog)
+    out = []
+    for (m, n, k, precision), measured in measured_gemms(data).items():
+        peak = accel.peak_flops(precision)
+        reference = gemm_shape_factor(8192, 8192, 8192, accel, peak, 1 if precision == "fp8" else 2)
+        out.append(gemm_shape_factor(m, n, k, accel, peak, 1 if precision == "fp8" else 2) / reference / measured - 1)
+    return out
+
+
+def row_layer_factors(data: dict, shapes: list[dict]) -> dict[str, float]:
+    """Per reference row: its layer's GEMMs' measured rate relative to the 8192³ GEMM (FLOP-weighted)."""
+    rates = measured_gemms(data)
+    out = {}
+    for row in shapes:
+        work = time = 0.0
+        for m, n, k in row["gemms"]:
+            for shape in _passes(m, n, k):
+                flops = shape[0] * shape[1] * shape[2]
+                work, time = work + flops, time + flops / rates[(*shape, row["prec"])]
+        out[row["id"]] = work / time
+    return out
+
+
+def attention_shares(data: dict, peak_flops: float) -> dict[str, float]:
+    """Median forward+backward rate of causal attention per SDPA backend, as a share of dense BF16 peak."""
+    by: dict[str, list[float]] = {}
+    for a in data["attention"]:
+        if a.get("fwdbwd_tflops"):
+            by.setdefault(a["backend"].split(".")[-1], []).append(a["fwdbwd_tflops"] * 1e12 / peak_flops)
+    return {backend: statistics.median(v) for backend, v in by.items()}
+
+
+def decode_stream_shares(data: dict, bandwidth_gb_s: float) -> list[float]:
+    """Weight-stream share of peak HBM bandwidth of the decode GEMMs at M ≤ 64 that outlast a launch."""
+    return [g["gb_s"] / bandwidth_gb_s for g in data["decode_gemm"] if g["m"] <= 64 and g["s"] >= LAUNCH_BOUND_S]
+
+
+def decode_compute_shares(data: dict, peak_flops: float) -> list[float]:
+    """Share of dense BF16 peak the decode GEMMs reach at M = 1,024 (compute-bound)."""
+    return [g["tflops"] * 1e12 / peak_flops for g in data["decode_gemm"] if g["m"] == 1024]
+
+
+def planner_layer_s(name: str, catalog: Catalog) -> float:
+    """The planner's compute time of one layer's forward+backward (no recompute, one device), composed as
+    training_time._matmul_s_per_token and its non-matmul bytes compose it: linear FLOPs at the GEMM share ×
+    the shape factor, causal attention's half at the GEMM share, NONMATMUL bytes at peak bandwidth."""
+    h, f, heads, kv_heads, head_dim, micro_batch, seq = LAYERS[name]
+    accel = _h100(catalog)
+    arch = Architecture(params=1e9, layers=1, hidden_size=h, attention_heads=heads, kv_heads=kv_heads,
+                        head_dim=head_dim, ffn_hidden_size=f, vocab_size=32000)
+    tokens = micro_batch * seq
+    peak, share = accel.peak_flops("bf16"), efficiency.gemm_efficiency(accel)
+    linear = 6 * tokens * (h * (heads + 2 * kv_heads) * head_dim + heads * head_dim * h + 3 * h * f)
+    attention = 6 * tokens * seq * heads * head_dim  # the causal half of 12·(heads·head_dim)·seq per token
+    nonmatmul = tokens * efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN * h / (accel.memory_bandwidth_gb_s * 1e9)
+    shape = layer_gemm_factor(arch, tokens, 1, accel, peak)
+    return linear / (peak * share * shape) + attention / (peak * share) + nonmatmul
+
+
+def residuals_with_measured_factors(catalog: Catalog, shapes: list[dict],
+                                    factors: dict[str, float]) -> tuple[float, float]:
+    """Median |error| of the in-sample training rows as predicted, and with each row's planner shape factor swapped
+    for its measured layer factor (both relative to their medians, so the fitted share keeps its level)."""
+    from bench.reference_cases import all_rows
+
+    planned = {row["id"]: row["planner_factor"] for row in shapes}
+    rows = [r for r in all_rows(catalog, "gpu") if r.metric == "training TFLOP/s" and r.id in factors]
+    measured_median, planned_median = statistics.median(factors.values()), statistics.median(planned.values())
+    swapped = [r.predicted * factors[r.id] / measured_median / (planned[r.id] / planned_median) / r.measured - 1
+               for r in rows]
+    return statistics.median(abs(r.error) for r in rows), statistics.median(abs(e) for e in swapped)
+
+
+def report(catalog: Catalog) -> list[str]:
+    data, accel = run(), _h100(catalog)
+    peak = accel.peak_flops("bf16")
+    square = data["square_tflops"]
+    lines = [f"# {data['device']}, {data['source']['date']}, {data['source']['software']}",
+             f"square GEMMs: BF16 {square['bf16-8192'] / (peak / 1e12):.2f} of dense peak, FP8 "
+             f"{square['fp8-8192'] / (accel.peak_flops('fp8') / 1e12):.2f}; FP8/BF16 share "
+             f"{square['fp8-8192'] / 2 / square['bf16-8192']:.2f} "
+             f"(FP8_GEMM_EFFICIENCY_FACTOR {efficiency.FP8_GEMM_EFFICIENCY_FACTOR})"]
+    errors = shape_model_errors(data, catalog)
+    lines.append(f"gemm_shape factor vs {len(errors)} measured reference GEMMs: median |error| "
+                 f"{statistics.median(abs(e) for e in errors):.1%}, signed {statistics.median(errors):+.1%}")
+    shapes = reference_layer_shapes(catalog)
+    factors = row_layer_factors(data, shapes)
+    before, after = residuals_with_measured_factors(catalog, shapes, factors)
+    lines.append(f"reference rows' layer GEMMs, measured: {min(factors.values()):.2f}-{max(factors.values()):.2f} "
+                 f"of the "
+                 f"8192³ rate (median {statistics.median(factors.values()):.2f}, {len(factors)} rows); training rows' "
+                 f"in-sample median |error| {before:.1%} as planned, {after:.1%} with the measured factors")
+    shares = attention_shares(data, peak)
+    lines.append("attention fwd+bwd, share of BF16 peak: "
+                 + ", ".join(f"{k} {v:.2f}" for k, v in sorted(shares.items()))
+                 + f" (training runs it at the GEMM share, {efficiency.gemm_efficiency(accel):.2f})")
+    stream = decode_stream_shares(data, accel.memory_bandwidth_gb_s)
+    lines.append(f"decode weight stream (M <= 64, {len(stream)} GEMMs): {min(stream):.2f}-{max(stream):.2f} "
+                 f"of peak HBM "
+                 f"(MEMORY_BANDWIDTH_EFFICIENCY {efficiency.MEMORY_BANDWIDTH_EFFICIENCY})")
+    compute = decode_compute_shares(data, peak)
+    lines.append(f"decode GEMMs at M = 1,024: {min(compute):.2f}-{max(compute):.2f} of dense peak "
+                 f"(decode_gemm_efficiency {efficiency.decode_gemm_efficiency(accel, 'bf16'):.2f})")
+    for layer in data["layers"]:
+        if "s" in layer:
+            mfu = layer["model_tflops"] / (peak / 1e12)
+            lines.append(f"layer {layer['name']} {layer['mode']}: {layer['s'] * 1e3:.2f} ms measured ({mfu:.2f} MFU), "
+                         f"planner {planner_layer_s(layer['name'], catalog) * 1e3:.2f} ms")
+    return lines
+
+
+def main() -> None:
+    catalog = bundled()
+    if "--shapes" in sys.argv:
+        print(json.dumps(reference_layer_shapes(catalog)))
+        return
+    print("\n".join(report(catalog)))
+
+
+if __name__ == "__main__":
+    main()
