@@ -93,7 +93,7 @@ def test_training_bf16_gemms_no_faster_than_their_measured_shapes(catalog, h100)
 @pytest.mark.parametrize("name", sorted(kernel_check.LAYERS))
 def test_planner_never_runs_a_layer_faster_than_compiled_pytorch_did(catalog, name):
     """One Llama layer's forward+backward on one H100: the planner's compute time for it is no shorter than
-    torch.compile's measured time (eager is 3-26% faster than the planner, compiled 19-42%: the fitted GEMM
-    share also carries the losses of whole runs)."""
+    torch.compile's measured time (eager takes 1-26% less time than the planner's, compiled 16-30% less: the
+    fitted GEMM share also carries the losses of whole runs)."""
     measured = {(layer["name"], layer["mode"]): layer["s"] for layer in kernel_check.run()["layers"]}
     assert kernel_check.planner_layer_s(name, catalog) >= measured[(name, "compile")]
