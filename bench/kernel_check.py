@@ -25,19 +25,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from planner.hardware.catalog import Catalog, bundled  # noqa: E402
 from planner.physics import efficiency  # noqa: E402
-from planner.physics.gemm_shape import gemm_shape_factor, layer_gemm_factor, layer_gemms  # noqa: E402
+from planner.physics.gemm_shape import gemm_shape_factor, layer_gemm_factor, layer_gemms, passes  # noqa: E402
+from planner.physics.memory import TrainingSetup  # noqa: E402
+from planner.physics.training_time import TrainingLayout, step_parts, training_work  # noqa: E402
 from planner.workload.presets import Architecture  # noqa: E402
 
 H100_RUN = Path(__file__).resolve().parent / "data" / "device" / "h100-2026-11-24.json"
 # Eager PyTorch spends ~20 us of CPU per launch: a decode GEMM timed under this is the launch, not the kernel.
 LAUNCH_BOUND_S = 30e-6
-# The Llama layers bench/device/h100_kernels.py times: hidden, FFN, query heads, KV heads, head dim, micro-batch, seq.
-LAYERS = {"llama3-8b-mb1-s8192": (4096, 14336, 32, 8, 128, 1, 8192),
-          "llama3-8b-mb2-s8192": (4096, 14336, 32, 8, 128, 2, 8192),
-          "llama3-8b-mb4-s2048": (4096, 14336, 32, 8, 128, 4, 2048),
-          "llama3-70b-tp4-mb1-s8192": (8192, 7168, 16, 2, 128, 1, 8192),  # one TP-4 rank's slice
-          "nanotron-1p34b-mb4-s4096": (2048, 8192, 32, 32, 64, 4, 4096),
-          "nanotron-3p57b-mb2-s4096": (3072, 8192, 32, 32, 96, 2, 4096)}
+# The Llama layers bench/device/h100_kernels.py times: hidden, FFN, query heads, KV heads, head dim, micro-batch, seq,
+# TP (the 70B layer was timed as one TP-4 rank's slice: a quarter of the heads and of the FFN).
+LAYERS = {"llama3-8b-mb1-s8192": (4096, 14336, 32, 8, 128, 1, 8192, 1),
+          "llama3-8b-mb2-s8192": (4096, 14336, 32, 8, 128, 2, 8192, 1),
+          "llama3-8b-mb4-s2048": (4096, 14336, 32, 8, 128, 4, 2048, 1),
+          "llama3-70b-tp4-mb1-s8192": (8192, 28672, 64, 8, 128, 1, 8192, 4),
+          "nanotron-1p34b-mb4-s4096": (2048, 8192, 32, 32, 64, 4, 4096, 1),
+          "nanotron-3p57b-mb2-s4096": (3072, 8192, 32, 32, 96, 2, 4096, 1)}
 
 
 @cache
@@ -80,11 +83,6 @@ def _shape_row(row_id: str, source: str, arch: Architecture, accel, precision: s
                                                 1 if linear == "fp8" else 2)}
 
 
-def _passes(m: int, n: int, k: int) -> tuple[tuple[int, int, int], ...]:
-    """Forward, input-gradient and weight-gradient GEMM of one linear layer (as gemm_shape._layer_factor)."""
-    return (m, n, k), (m, k, n), (k, n, m)
-
-
 def measured_gemms(data: dict) -> dict[tuple[int, int, int, str], float]:
     """(M, N, K, precision) -> rate relative to the 8192³ GEMM of that precision."""
     square = {p: data["square_tflops"][f"{p}-8192"] for p in ("bf16", "fp8")}
@@ -109,7 +107,7 @@ def row_layer_factors(data: dict, shapes: list[dict]) -> dict[str, float]:
     for row in shapes:
         work = time = 0.0
         for m, n, k in row["gemms"]:
-            for shape in _passes(m, n, k):
+            for shape in passes(m, n, k):
                 flops = shape[0] * shape[1] * shape[2]
                 work, time = work + flops, time + flops / rates[(*shape, row["prec"])]
         out[row["id"]] = work / time
@@ -136,20 +134,18 @@ def decode_compute_shares(data: dict, peak_flops: float) -> list[float]:
 
 
 def planner_layer_s(name: str, catalog: Catalog) -> float:
-    """The planner's compute time of one layer's forward+backward (no recompute, one device), composed as
-    training_time._matmul_s_per_token and its non-matmul bytes compose it: linear FLOPs at the GEMM share ×
-    the shape factor, causal attention's half at the GEMM share, NONMATMUL bytes at peak bandwidth."""
-    h, f, heads, kv_heads, head_dim, micro_batch, seq = LAYERS[name]
-    accel = _h100(catalog)
-    arch = Architecture(params=1e9, layers=1, hidden_size=h, attention_heads=heads, kv_heads=kv_heads,
+    """The planner's compute time (matmul and non-matmul, training_time.step_parts) for one device's share of the
+    layer's forward+backward: one micro-batch, no recompute, at the layer's TP. The architecture is the layer alone
+    (its parameters the layer's linear weights, so 6·N is the layer's linear work)."""
+    h, f, heads, kv_heads, head_dim, micro_batch, seq, tp = LAYERS[name]
+    itype = catalog.instance("p5.48xlarge")
+    accel = catalog.accelerator(itype.accelerator)
+    linear_params = h * (heads + 2 * kv_heads) * head_dim + heads * head_dim * h + 3 * h * f
+    arch = Architecture(params=linear_params, layers=1, hidden_size=h, attention_heads=heads, kv_heads=kv_heads,
                         head_dim=head_dim, ffn_hidden_size=f, vocab_size=32000)
-    tokens = micro_batch * seq
-    peak, share = accel.peak_flops("bf16"), efficiency.gemm_efficiency(accel)
-    linear = 6 * tokens * (h * (heads + 2 * kv_heads) * head_dim + heads * head_dim * h + 3 * h * f)
-    attention = 6 * tokens * seq * heads * head_dim  # the causal half of 12·(heads·head_dim)·seq per token
-    nonmatmul = tokens * efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN * h / (accel.memory_bandwidth_gb_s * 1e9)
-    shape = layer_gemm_factor(arch, tokens, 1, accel, peak)
-    return linear / (peak * share * shape) + attention / (peak * share) + nonmatmul
+    work = training_work(arch, TrainingSetup("full", "bf16", "adamw", "auto", 16, seq))
+    parts = step_parts(arch, itype, accel, "bf16", seq, TrainingLayout(tp, 1, 1, 0, micro_batch, 1, "none"), work)
+    return parts.matmul_s + parts.nonmatmul_s
 
 
 def residuals_with_measured_factors(catalog: Catalog, shapes: list[dict],

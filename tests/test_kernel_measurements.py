@@ -37,7 +37,7 @@ def test_every_reference_row_gemm_was_measured(catalog):
     shapes = kernel_check.reference_layer_shapes(catalog)
     assert len(shapes) == 171
     missing = {(*shape, row["prec"]) for row in shapes for m, n, k in row["gemms"]
-               for shape in kernel_check._passes(m, n, k)} - set(rates)
+               for shape in kernel_check.passes(m, n, k)} - set(rates)
     assert not missing
 
 
@@ -66,34 +66,22 @@ def test_decode_gemms_no_faster_than_measured_at_large_batch(h100):
 
 
 def test_training_bf16_gemms_no_faster_than_their_measured_shapes(catalog, h100):
-    """Per H100 BF16 reference row: the planner's GEMM rate (generation share × shape factor) stays under the
-    rate its own layer GEMMs were measured at (0.79 of peak × the row's measured layer factor)."""
-    from planner.physics.gemm_shape import layer_gemm_factor
-    from planner.workload.presets import Architecture
-
+    """Per H100 BF16 reference row: the planner's GEMM rate (generation share × its layer's shape factor) stays under
+    the rate its own layer GEMMs were measured at (0.79 of peak × the row's measured layer factor)."""
     data = kernel_check.run()
     square_share = data["square_tflops"]["bf16-8192"] * 1e12 / h100.peak_flops("bf16")
     rows = [r for r in kernel_check.reference_layer_shapes(catalog)
             if r["accel"] == "H100-80GB" and r["prec"] == "bf16"]
     factors = kernel_check.row_layer_factors(data, rows)
-    checked = 0
+    assert len(rows) == 76
     for row in rows:
-        (m, qkv, h), (_, _, q), (_, f, _), _ = row["gemms"]
-        # an architecture whose layer_gemms at TP 1 are the row's (its TP split already applied)
-        arch = Architecture(params=1e9, layers=1, hidden_size=h, attention_heads=q // 128,
-                            kv_heads=max(1, (qkv - q) // 256), head_dim=128, ffn_hidden_size=f, vocab_size=32000)
-        if kernel_check.layer_gemms(arch, m, 1) != [tuple(g) for g in row["gemms"]]:
-            continue  # head sizes other than 128: the shape factor is the same, the rebuild is not exact
-        planned = efficiency.gemm_efficiency(h100) * layer_gemm_factor(arch, m, 1, h100, h100.peak_flops("bf16"))
-        assert planned <= square_share * factors[row["id"]], row["id"]
-        checked += 1
-    assert checked >= 50
+        assert efficiency.gemm_efficiency(h100) * row["planner_factor"] <= square_share * factors[row["id"]], row["id"]
 
 
 @pytest.mark.parametrize("name", sorted(kernel_check.LAYERS))
 def test_planner_never_runs_a_layer_faster_than_compiled_pytorch_did(catalog, name):
     """One Llama layer's forward+backward on one H100: the planner's compute time for it is no shorter than
-    torch.compile's measured time (eager takes 1-26% less time than the planner's, compiled 16-30% less: the
+    torch.compile's measured time (eager takes 1-10% less time than the planner's, compiled 9-17% less: the
     fitted GEMM share also carries the losses of whole runs)."""
     measured = {(layer["name"], layer["mode"]): layer["s"] for layer in kernel_check.run()["layers"]}
     assert kernel_check.planner_layer_s(name, catalog) >= measured[(name, "compile")]

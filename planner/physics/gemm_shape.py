@@ -64,6 +64,12 @@ def layer_gemms(arch: Architecture, tokens: int, tp: int) -> list[tuple[int, int
             (tokens, max(1, f // tp), h), (tokens, h, max(1, f // tp))]
 
 
+def passes(m: int, n: int, k: int) -> tuple[tuple[int, int, int], ...]:
+    """A linear layer's three GEMMs per micro-batch from its forward M×K·K×N: forward, input gradient
+    (M×N·N×K) and weight gradient (K×M·M×N) (Narayanan et al. 2021, §3.2)."""
+    return (m, n, k), (m, k, n), (k, n, m)
+
+
 def layer_gemm_factor(arch: Architecture, tokens: int, tp: int, accel: Accelerator, peak_flops: float,
                       element_bytes: float = 2) -> float:
     """Time-weighted shape factor over forward, input-gradient (M×N·N×K) and weight-gradient (K×M·M×N)
@@ -82,7 +88,7 @@ def _layer_factor(gemms: tuple[tuple[int, int, int], ...], sms: int | None, band
                   element_bytes: float) -> float:
     work = time = 0.0
     for m, n, k in gemms:
-        for shape in ((m, n, k), (m, k, n), (k, n, m)):
+        for shape in passes(m, n, k):
             flops = shape[0] * shape[1] * shape[2]
             work += flops
             time += flops / _shape_factor(*shape, sms, bandwidth_gb_s, peak_flops, element_bytes)
