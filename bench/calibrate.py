@@ -60,6 +60,8 @@ PARAMETERS = {
     "GEMM_EFFICIENCY_BY_GENERATION[8]": _keyed("GEMM_EFFICIENCY_BY_GENERATION", "8", _grid(0.40, 0.90, 0.01), 0.60),
     "GEMM_EFFICIENCY_BY_GENERATION[9]": _keyed("GEMM_EFFICIENCY_BY_GENERATION", "9", _grid(0.30, 0.90, 0.01), 0.60),
     "FP8_GEMM_EFFICIENCY_FACTOR": _scalar("FP8_GEMM_EFFICIENCY_FACTOR", _grid(0.40, 1.40, 0.02), 1.0),
+    # no stack difference until the fused sources' rows say so (efficiency.FUSED_KERNELS_FACTOR)
+    "FUSED_KERNELS_FACTOR": _scalar("FUSED_KERNELS_FACTOR", _grid(0.80, 1.40, 0.01), 1.0),
     "NONMATMUL_BYTES_PER_TOKEN_HIDDEN": _scalar("NONMATMUL_BYTES_PER_TOKEN_HIDDEN", [34 * k for k in range(1, 13)], 68),
     "COMM_OVERLAP": _scalar("COMM_OVERLAP", _grid(0.0, 1.0, 0.05), 0.0),
     # EFA/InfiniBand small-message latency, ~10 µs a hop, is the prior of a flat ring's step across nodes
@@ -76,6 +78,20 @@ NEURON_PARAMETERS = {
     "NEURON_GEMM_EFFICIENCY": _scalar("NEURON_GEMM_EFFICIENCY", _grid(0.10, 0.90, 0.01), 0.60),
 }
 ALL_PARAMETERS = {**PARAMETERS, **NEURON_PARAMETERS}
+# The GPU constants fall in two groups: decode, KV and request constants move serving rows (and LoRA/QLoRA training
+# rows, whose adapter and dequantisation traffic streams at MEMORY_BANDWIDTH_EFFICIENCY); GEMM shares, the FP8 and
+# kernel-stack factors, non-matmul traffic and collectives move training rows only (serving has its own decode and
+# prefill shares, efficiency.DECODE_GEMM_EFFICIENCY_BY_GENERATION). Serving is fitted first on its own metrics, then
+# training on its own with serving's fixed, each keeping its own best start, so a change to the training model never
+# moves a serving constant: a joint descent picked one start for both and landed serving in whichever basin
+# training's best start led to.
+SERVING_METRICS = ("serving tokens/s", "TTFT", "ITL")
+GPU_GROUPS = {"serving": ("MEMORY_BANDWIDTH_EFFICIENCY", "KV_BANDWIDTH_EFFICIENCY", "DECODE_STEP_OVERHEAD_S",
+                          "TP_SYNC_OVERHEAD_S", "QUANTISED_BANDWIDTH_FACTOR[int8]", "QUANTISED_BANDWIDTH_FACTOR[int4]",
+                          "REQUEST_OVERHEAD_S"),
+              "training": ("GEMM_EFFICIENCY_BY_GENERATION[8]", "GEMM_EFFICIENCY_BY_GENERATION[9]",
+                           "FP8_GEMM_EFFICIENCY_FACTOR", "FUSED_KERNELS_FACTOR", "NONMATMUL_BYTES_PER_TOKEN_HIDDEN",
+                           "COMM_OVERLAP", "INTER_NODE_RING_STEP_S")}
 
 
 def median_errors(rows: list[Row]) -> dict[tuple[str, str], float]:
@@ -106,11 +122,14 @@ EVALUATED_ONLY = ("Trainium2",)
 EVALUATED_ONLY_SOURCES = ("trtllm-perf-overview-v017", "gpustack-performance-lab-qwen3-8b-h100", "accelmark-verified")
 
 
-def objective(catalog, platform: str | None = None, without: str | tuple[str, ...] | None = None) -> float:
-    """`without`: one source id, or several (every source measuring one kind of kernel, say)."""
+def objective(catalog, platform: str | None = None, without: str | tuple[str, ...] | None = None,
+              group: str | None = None) -> float:
+    """`without`: one source id, or several (every source measuring one kind of kernel, say); `group`: only the
+    metrics that GPU_GROUPS' group moves (serving or training), None for all."""
     left_out = (without,) if isinstance(without, str) else tuple(without or ())
     rows = [r for r in all_rows(catalog, platform, FIT_ROWS_PER_SOURCE) if r.accelerator not in EVALUATED_ONLY
-            and r.source not in EVALUATED_ONLY_SOURCES]
+            and r.source not in EVALUATED_ONLY_SOURCES
+            and (group is None or (r.metric in SERVING_METRICS) == (group == "serving"))]
     return sum(median_errors([r for r in rows if r.source not in left_out]).values())
 
 
@@ -132,28 +151,31 @@ def fit(without: str | tuple[str, ...] | None = None, rounds: int = 6, platforms
     `platforms` limits the refit (GPU constants are fitted on GPU rows only, so a Neuron source
     left out leaves them as fitted on all). Returns the fitted values and leaves them set: wrap in `restored()` to keep the committed ones."""
     catalog = bundled()
-    for platform, parameters in (("gpu", PARAMETERS), ("neuron", NEURON_PARAMETERS)):
+    blocks = [("gpu", {name: PARAMETERS[name] for name in names}, group) for group, names in GPU_GROUPS.items()]
+    for platform, parameters, group in [*blocks, ("neuron", NEURON_PARAMETERS, None)]:
         if platform not in platforms:
             continue
         results = []
         for start in STARTS:
             for _, put, grid, prior in parameters.values():
                 put(prior if start is None else grid[int(start * (len(grid) - 1))])
-            _descend(parameters, platform, rounds, without)
-            results.append((round(objective(catalog, platform, without), 6), [get() for get, *_ in parameters.values()]))
+            _descend(parameters, platform, rounds, without, group)
+            results.append((round(objective(catalog, platform, without, group), 6),
+                            [get() for get, *_ in parameters.values()]))
         best = min(results, key=lambda result: result[0])[1]
         for (_, put, _, _), value in zip(parameters.values(), best):
             put(value)
     return {name: get() for name, (get, _, _, _) in ALL_PARAMETERS.items()}
 
 
-def _descend(parameters: dict, platform: str, rounds: int, without: str | tuple[str, ...] | None) -> None:
+def _descend(parameters: dict, platform: str, rounds: int, without: str | tuple[str, ...] | None,
+             group: str | None = None) -> None:
     catalog = bundled()
 
     def score(put, value, prior):
         """Ties go to the value nearest the prior: a constant no row informs stays at its prior."""
         put(value)
-        return (round(objective(catalog, platform, without), 6), abs(value - prior), value)
+        return (round(objective(catalog, platform, without, group), 6), abs(value - prior), value)
 
     for _ in range(rounds):
         changed = False

@@ -133,17 +133,17 @@ def decode_compute_shares(data: dict, peak_flops: float) -> list[float]:
     return [g["tflops"] * 1e12 / peak_flops for g in data["decode_gemm"] if g["m"] == 1024]
 
 
-def planner_layer_s(name: str, catalog: Catalog) -> float:
+def planner_layer_s(name: str, catalog: Catalog, kernels: str = "eager") -> float:
     """The planner's compute time (matmul and non-matmul, training_time.step_parts) for one device's share of the
     layer's forward+backward: one micro-batch, no recompute, at the layer's TP. The architecture is the layer alone
-    (its parameters the layer's linear weights, so 6·N is the layer's linear work)."""
+    (its parameters the layer's linear weights, so 6·N is the layer's linear work), on the `kernels` stack."""
     h, f, heads, kv_heads, head_dim, micro_batch, seq, tp = LAYERS[name]
     itype = catalog.instance("p5.48xlarge")
     accel = catalog.accelerator(itype.accelerator)
     linear_params = h * (heads + 2 * kv_heads) * head_dim + heads * head_dim * h + 3 * h * f
     arch = Architecture(params=linear_params, layers=1, hidden_size=h, attention_heads=heads, kv_heads=kv_heads,
                         head_dim=head_dim, ffn_hidden_size=f, vocab_size=32000)
-    work = training_work(arch, TrainingSetup("full", "bf16", "adamw", "auto", 16, seq))
+    work = training_work(arch, TrainingSetup("full", "bf16", "adamw", "auto", 16, seq, kernels=kernels))
     parts = step_parts(arch, itype, accel, "bf16", seq, TrainingLayout(tp, 1, 1, 0, micro_batch, 1, "none"), work)
     return parts.matmul_s + parts.nonmatmul_s
 
@@ -184,7 +184,8 @@ def report(catalog: Catalog) -> list[str]:
     shares = attention_shares(data, peak)
     lines.append("attention fwd+bwd, share of BF16 peak: "
                  + ", ".join(f"{k} {v:.2f}" for k, v in sorted(shares.items()))
-                 + f" (training runs it at the GEMM share, {efficiency.gemm_efficiency(accel):.2f})")
+                 + " (training runs it at "
+                 + ", ".join(f"{k} {v}" for k, v in efficiency.HOPPER_ATTENTION_EFFICIENCY.items()) + ")")
     stream = decode_stream_shares(data, accel.memory_bandwidth_gb_s)
     lines.append(f"decode weight stream (M <= 64, {len(stream)} GEMMs): {min(stream):.2f}-{max(stream):.2f} "
                  f"of peak HBM "
@@ -196,7 +197,8 @@ def report(catalog: Catalog) -> list[str]:
         if "s" in layer:
             mfu = layer["model_tflops"] / (peak / 1e12)
             lines.append(f"layer {layer['name']} {layer['mode']}: {layer['s'] * 1e3:.2f} ms measured ({mfu:.2f} MFU), "
-                         f"planner {planner_layer_s(layer['name'], catalog) * 1e3:.2f} ms")
+                         f"planner {planner_layer_s(layer['name'], catalog) * 1e3:.2f} ms eager, "
+                         f"{planner_layer_s(layer['name'], catalog, 'fused') * 1e3:.2f} ms fused")
     return lines
 
 

@@ -111,6 +111,16 @@ UNSTATED = (None, "not stated")
 DDP_BUCKET_BYTES = {"nanotron": 25 * 2**20}
 
 
+# Code bases that train on Transformer Engine's fused kernels (planner/physics/efficiency.py FUSED_KERNELS_FACTOR):
+# Megatron-Core and NeMo (its Megatron-Core containers). Every other code base runs the eager stack.
+FUSED_KERNEL_FRAMEWORKS = ("megatron-core", "nemo-megatron")
+
+
+def kernels(row: dict) -> str:
+    """The row's training kernel stack (training.kernels): fused for a Transformer Engine code base, else eager."""
+    return "fused" if row.get("framework") in FUSED_KERNEL_FRAMEWORKS else "eager"
+
+
 def framework_defaults(row: dict) -> dict:
     """The row with what it leaves unstated filled in by its code base's only option (FRAMEWORK_DEFAULTS)."""
     defaults = FRAMEWORK_DEFAULTS.get(row.get("framework"), {})
@@ -135,7 +145,7 @@ def training_inputs(catalog: Catalog, row: dict) -> dict:
             "precision": precision, "mb": mb, "dp": dp, "zero": _zero(row),
             "setup": TrainingSetup(row.get("method", "full"), precision, "adamw", row.get("grad_precision") or "auto",
                                    row.get("lora_rank") or 16,
-                                   row["seq"], lora_targets=_lora_targets(row)),
+                                   row["seq"], lora_targets=_lora_targets(row), kernels=kernels(row)),
             "microbatches": max(1, (row.get("global_batch") or dp * mb) // (dp * mb)),
             "checkpointing": CHECKPOINTING.get(str(row.get("checkpointing")), "selective")}
 

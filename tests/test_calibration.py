@@ -82,3 +82,28 @@ def test_catalog_rebuilds_from_data_inside_the_repository():
     spec.loader.exec_module(module)
     assert module.PRICES.is_file() and (module.PRICES.parent / "aws-accelerator-prices.README.md").is_file()
     assert module.build(module.PRICES) == yaml.safe_load((root / "planner" / "data" / "catalog.yaml").read_text())
+
+
+@pytest.mark.parametrize("group", sorted(calibrate.GPU_GROUPS))
+def test_each_gpu_group_moves_only_its_own_metrics(catalog, group):
+    """The fit takes each group's best start on its own metrics (bench/calibrate.py GPU_GROUPS), serving first: a
+    training constant moves no serving row, and a serving constant no training row but LoRA/QLoRA's, whose adapter
+    and dequantisation traffic streams at the decode HBM share (MEMORY_BANDWIDTH_EFFICIENCY)."""
+    def predicted():
+        return {(r.source, r.id, r.metric): r.predicted for r in all_rows(catalog, "gpu")}
+
+    before = predicted()
+    with calibrate.restored():
+        for name in calibrate.GPU_GROUPS[group]:
+            get, put, _, _ = calibrate.PARAMETERS[name]
+            put(get() * 0.9 if get() else 1e-6)
+        after = predicted()
+    moved = {key for key in before if after[key] != before[key]}
+    own = set(calibrate.SERVING_METRICS) if group == "serving" else {"training TFLOP/s"}
+    assert {key[2] for key in moved} - {"training TFLOP/s"} == own - {"training TFLOP/s"}
+    training_moved = {key[1] for key in moved if key[2] == "training TFLOP/s"}
+    if group == "serving":
+        setups = {(r.id, r.metric): r.setup for r in all_rows(catalog, "gpu")}
+        assert training_moved and all(setups[i, "training TFLOP/s"].endswith(("lora", "qlora")) for i in training_moved)
+    else:
+        assert len(training_moved) > 100

@@ -55,8 +55,9 @@ def test_changed_workload_numbers():
     # figures as in golden/cost_head_changed.md: on the merged model (one price rule, per-step costs, refit) the
     # base's chat-70b is p5en.48xlarge × 1 and the head's p4de.24xlarge × 4 ($59,456 → $101,880 serving in all).
     # finetune-8b's LoRA needs 38 GiB of one L40S's 40 GiB usable: at the memory band's high edge it does not
-    # fit, so it runs on g6e.12xlarge ($35: its LoRA adapters' traffic counted, and since the refit of issue 25 its one launch billed)
-    assert markdown.startswith(MARKER + "\n### 💰 gpuplan: Serving +$42,424/month (+71.4%) · Training runs unchanged at $35")
+    # fit, so it runs on g6e.12xlarge ($35: its LoRA adapters' traffic counted, and since the refit of issue 25 its
+    # one launch billed; since the kernel stacks of issue 25 on p5.4xlarge, $39)
+    assert markdown.startswith(MARKER + "\n### 💰 gpuplan: Serving +$42,424/month (+71.4%) · Training runs unchanged at $39")
     assert "```mermaid\nxychart-beta" in markdown and "<details><summary>Full plans (head)</summary>" in markdown
 
 
@@ -71,7 +72,7 @@ def test_added_and_removed_are_marked():
 def test_no_change_and_skip_no_diff():
     unchanged = cost("base.yaml")
     # serving total as in golden/cost_head_unchanged.md (moved by the merged model: price rule, refit, `likely` edge)
-    assert "Cost unchanged: serving $59,456/month · training runs $35" in unchanged.output
+    assert "Cost unchanged: serving $59,456/month · training runs $39" in unchanged.output
     quiet = cost("base.yaml", "--skip-no-diff")
     assert quiet.exit_code == 0 and quiet.output == ""
     assert cost("head_changed.yaml", "--skip-no-diff").output.startswith(MARKER)

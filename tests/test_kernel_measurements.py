@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import kernel_check
+from bench import kernel_check, reference_sources
 from planner.hardware.catalog import bundled
 from planner.physics import efficiency
 
@@ -66,22 +66,27 @@ def test_decode_gemms_no_faster_than_measured_at_large_batch(h100):
 
 
 def test_training_bf16_gemms_no_faster_than_their_measured_shapes(catalog, h100):
-    """Per H100 BF16 reference row: the planner's GEMM rate (generation share × its layer's shape factor) stays under
+    """Per H100 BF16 reference row: the planner's GEMM rate (its stack's share × its layer's shape factor) stays under
     the rate its own layer GEMMs were measured at (0.79 of peak × the row's measured layer factor)."""
     data = kernel_check.run()
     square_share = data["square_tflops"]["bf16-8192"] * 1e12 / h100.peak_flops("bf16")
     rows = [r for r in kernel_check.reference_layer_shapes(catalog)
             if r["accel"] == "H100-80GB" and r["prec"] == "bf16"]
     factors = kernel_check.row_layer_factors(data, rows)
-    assert len(rows) == 76
+    stacks = {r["id"]: reference_sources.kernels(r)
+              for data in reference_sources.sources().values() for r in data["rows"]}
+    assert len(rows) == 76 and sum(stacks.get(r["id"]) == "fused" for r in rows) >= 30
     for row in rows:
-        assert efficiency.gemm_efficiency(h100) * row["planner_factor"] <= square_share * factors[row["id"]], row["id"]
+        share = efficiency.training_linear_efficiency(h100, stacks.get(row["id"], "eager"), "bf16")
+        assert share * row["planner_factor"] <= square_share * factors[row["id"]], row["id"]
 
 
+@pytest.mark.parametrize("kernels", ["eager", "fused"])
 @pytest.mark.parametrize("name", sorted(kernel_check.LAYERS))
-def test_planner_never_runs_a_layer_faster_than_compiled_pytorch_did(catalog, name):
-    """One Llama layer's forward+backward on one H100: the planner's compute time for it is no shorter than
-    torch.compile's measured time (eager takes 1-10% less time than the planner's, compiled 9-17% less: the
-    fitted GEMM share also carries the losses of whole runs)."""
+def test_planner_never_runs_a_layer_faster_than_compiled_pytorch_did(catalog, name, kernels):
+    """One Llama layer's forward+backward on one H100: the planner's compute time for it, on either kernel stack, is
+    no shorter than torch.compile's measured time (cuDNN attention, fused elementwise kernels: the closest measured
+    stand-in for a fused stack). The fused stack's layer takes 3-16% longer than compiled, the eager one 26-45%
+    longer (FlashAttention-2's measured attention, the eager share)."""
     measured = {(layer["name"], layer["mode"]): layer["s"] for layer in kernel_check.run()["layers"]}
-    assert kernel_check.planner_layer_s(name, catalog) >= measured[(name, "compile")]
+    assert kernel_check.planner_layer_s(name, catalog, kernels) >= measured[(name, "compile")]

@@ -278,9 +278,9 @@ def test_a_group_outside_the_cluster_placement_group_blocks():
     group.dependencies.pop("placementGroup", None)
     named(resources, "pretrain-70b-lt").props.pop("placement")
     found = [m for p, _, m in mandatory(resources) if p == "multi-node-training-network"]
-    # 16 nodes: the plan at the fourth issue-25 refit's constants (TP 2 × PP 4 × DP 16 at the expected estimate;
-    # 24 p4d before it)
-    assert found == ["pretrain-70b-nodes: 16 training nodes outside a cluster placement group (placementGroup unset); "
+    # 8 nodes: the plan on the example's fused kernels at the expected estimate (16 at the fourth issue-25 refit's
+    # constants; 24 p4d before it)
+    assert found == ["pretrain-70b-nodes: 8 training nodes outside a cluster placement group (placementGroup unset); "
                      "EFA collectives need the nodes on one network spine"]
     # through the pack: the engine's property dependencies link the group to the placement group
     assert validate_stack("multi-node-training-network", stack(expected=True)) == []

@@ -115,7 +115,8 @@ def speedup_cap(plan: Plan) -> float:
         return 1 / perf.model_flops_utilization
     neuron = plan.choice.accelerator_vendor == "aws-neuron"
     if perf.bound == "compute":
-        return 1 / (efficiency.NEURON_GEMM_EFFICIENCY if neuron else max(efficiency.GEMM_EFFICIENCY_BY_GENERATION.values()))
+        return 1 / (efficiency.NEURON_GEMM_EFFICIENCY if neuron
+                    else max(efficiency.DECODE_GEMM_EFFICIENCY_BY_GENERATION.values()))
     return 1 / (efficiency.NEURON_MEMORY_BANDWIDTH_EFFICIENCY if neuron else efficiency.MEMORY_BANDWIDTH_EFFICIENCY)
 
 

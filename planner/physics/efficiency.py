@@ -2,9 +2,12 @@
 
 Every share of a roof (bandwidth, GEMM, prefill efficiency, and the FP8 factor times the GEMM share)
 stays ≤ 1, so nothing is predicted above a roof; the rest are a request overhead, a queueing
-variability and a byte count. Each was fitted by `python bench/calibrate.py --write` on every
-source of bench/data/reference.yaml from stated priors; `python bench/accuracy.py` reports each source
-predicted with constants fitted without it (leave-one-source-out).
+variability and a byte count. The fitted ones (bench/calibrate.py PARAMETERS) were fitted by
+`python bench/calibrate.py --write` on every source of bench/data/reference.yaml from stated priors;
+`python bench/accuracy.py` reports each source predicted with constants fitted without it (leave-one-source-out).
+The measured ones (GEMM_KERNEL_ROOF, HOPPER_ATTENTION_EFFICIENCY, FP4_GEMM_EFFICIENCY_FACTOR) and those held
+apart from a past fit (PREFILL_EFFICIENCY_BY_GENERATION, DECODE_GEMM_EFFICIENCY_BY_GENERATION,
+PREFILL_FP8_GEMM_EFFICIENCY_FACTOR) say where they come from.
 Estimators read them through this module (`efficiency.NAME`), so the calibration can vary them.
 """
 
@@ -15,37 +18,40 @@ from planner.hardware.catalog import Accelerator
 # Achieved share of peak HBM bandwidth when streaming weights and KV cache in decode. gpt-fast's
 # Llama-2-7B bf16 on one A100-80GB reads 1,397 of 2,039 GB/s (reference P-34); domain.md gives
 # 65-85% as the measured range.
-MEMORY_BANDWIDTH_EFFICIENCY = 0.9
+MEMORY_BANDWIDTH_EFFICIENCY = 0.88
 # Achieved share of peak HBM bandwidth when decode attention reads the KV cache. Paged-attention
 # kernels gather scattered blocks with one thread block per (sequence, head) and reach a lower share
 # than weight GEMV streams: vLLM's PagedAttention V1/V2 decode kernels sit well below the roof at
 # long contexts, FlashInfer's reach 70-90% only with split-KV (Ye et al., FlashInfer, arXiv
 # 2501.01005, Fig. 7). Prior: the weight-stream share until data says otherwise (bench/calibrate.py).
-KV_BANDWIDTH_EFFICIENCY = 0.73
+KV_BANDWIDTH_EFFICIENCY = 0.71
 # Fixed cost of one decode step on a GPU that no roof covers: the engine's scheduler and input
 # preparation on the CPU, kernel launches the CUDA graph does not hide, sampling and detokenisation.
 # vLLM's v0.6 profiling found the GPU idle for much of each step at small batch from this CPU work
 # (vLLM blog 2024-09-05, "vLLM v0.6.0: 2.7x throughput improvement and 5x latency reduction").
-DECODE_STEP_OVERHEAD_S = 0.0023
+DECODE_STEP_OVERHEAD_S = 0.0019
 # Extra cost of each tensor-parallel all-reduce in decode beyond the collective's own latency
 # (planner/physics/collectives.py): every all-reduce is a barrier, so each layer waits for the slowest
 # rank's kernel launches (the launch skew between ranks), twice per layer per step.
 TP_SYNC_OVERHEAD_S = 8e-06
 # Weight-only quantised kernels dequantise on the fly and reach less of the roof (gpt-fast int8 and
 # int4-g32 rows, reference P-35..P-41).
-QUANTISED_BANDWIDTH_FACTOR = {"int8": 1.0, "int4": 0.88}
+QUANTISED_BANDWIDTH_FACTOR = {"int8": 0.81, "int4": 0.77}
 # MXFP4/NVFP4 weight kernels dequantise 4-bit blocks the same way; no published decode row isolates
 # them yet, so int4's fitted factor stands in (issue 28).
 FOUR_BIT_FORMATS = {"mxfp4": "int4", "nvfp4": "int4"}
 # Share of dense peak tensor FLOP/s that a transformer's GEMMs sustain end to end (clocks under load,
-# tile quantisation, kernel gaps), per CUDA compute-capability generation: Hopper reaches a lower
-# share of its higher peak than Ampere (MosaicML's H100 and A100 rows, one code base).
-GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.59, "9": 0.63}
+# tile quantisation, kernel gaps), per CUDA compute-capability generation, on the eager kernel stack
+# (training.kernels; a fused stack's is FUSED_KERNELS_FACTOR times it): Hopper reaches a lower share of its
+# higher peak than Ampere (MosaicML's H100 and A100 rows, one code base).
+GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.56, "9": 0.59}
 # The share FP8 GEMMs reach of their doubled peak, relative to BF16 GEMMs' share of theirs: amax reductions
 # lower it, FP8's larger tiles at the same shapes raise it (the casts of every GEMM's operands are charged on their
-# own, planner/physics/fp8_casts.py); fitted on the FP8 training rows (NeMo's Llama 3 on H100, torchtitan's FP8
-# FSDP rows). The share stays a share of the FP8 roof: 0.63 × 1.14 = 0.72 of H100's dense FP8 peak at most.
-FP8_GEMM_EFFICIENCY_FACTOR = 1.14
+# own, planner/physics/fp8_casts.py); fitted on the FP8 training rows (NeMo's and DGX Cloud's Llama 3 and GPT-3 on
+# H100, torchtitan's FP8 FSDP rows), and never past the measured FP8 roof (GEMM_KERNEL_ROOF). The fit, 0.88, sits by
+# the ratio measured on one H100's 8192³ GEMMs (FP8 0.71 of its peak ÷ BF16 0.79 of its = 0.90,
+# bench/kernel_check.py); prefill has its own factor (PREFILL_FP8_GEMM_EFFICIENCY_FACTOR).
+FP8_GEMM_EFFICIENCY_FACTOR = 0.88
 # The share NVFP4 GEMMs (Blackwell block-scaled FP4: E2M1 blocks of 16 with an FP8 scale, activations quantised to
 # FP4 per token before each GEMM) reach of their FP4 roof, relative to BF16 GEMMs' share of theirs: the block-scale
 # loads and the activation-quantisation kernel keep it well below the doubled peak. Measured, not fitted: vLLM PR
@@ -58,6 +64,42 @@ FP8_GEMM_EFFICIENCY_FACTOR = 1.14
 # lowest fitted generation's share (0.47, no Blackwell prefill row): with this factor on top its prefill-heavy rows
 # turn 20-32% slow, so it is not applied there.
 FP4_GEMM_EFFICIENCY_FACTOR = 0.56
+# Training kernel stacks (training.kernels). The shares above are those of "eager" stacks: PyTorch modules with
+# FlashAttention-2 and unfused norms, RoPE and SwiGLU (FSDP and DeepSpeed scripts, HF Trainer, torchtitan, torchtune,
+# nanotron). "fused" stacks are Transformer Engine's (Megatron-Core, NeMo): fused attention (cuDNN), LayerNorm
+# fused into the next GEMM, fused SwiGLU and FP8 casts. Measured on one H100 SXM (bench/data/device/
+# h100-2026-11-24.json, `python bench/kernel_check.py`): a Llama layer under torch.compile runs 1.06-1.17x its
+# eager time, cuDNN attention fwd+bwd 1.8x FlashAttention-2's rate. The whole-run factor is fitted on the fused
+# sources' rows (NVIDIA DGX Cloud benchmarks, Megatron-LM's H100 weak scaling, NeMo), leave-one-source-out; prior 1
+# (no difference until data says so). Hopper and later only: on Ampere FlashAttention-2 is the attention kernel of
+# both stacks (Transformer Engine's backend on sm80) and reaches most of the A100's peak (Dao 2023, FlashAttention-2
+# §4.1: 50-73% fwd+bwd), so no stack difference is applied there.
+FUSED_KERNELS_FACTOR = 1.21
+# The measured roof of a training GEMM share (before the shape factor), by linear precision, from the H100 run above.
+# BF16: the largest share at which every H100 BF16 reference row's layer GEMMs (forward, input and weight gradient at
+# the row's shapes), after planner/physics/gemm_shape.py's factor, still run no faster than measured: 0.705 (Megatron-
+# LM's 7.1B row; an 8192³ GEMM reaches 0.79 of dense peak, the rows' layer GEMMs 0.83-0.95 of that). FP8: the 8192³
+# GEMM, 0.71 of dense FP8 peak (torch._scaled_mm without fast accumulation, so a lower bound for Transformer Engine's
+# forward GEMMs). No share, fused or FP8-scaled, may pass them.
+GEMM_KERNEL_ROOF = {"bf16": 0.70, "fp16": 0.70, "fp8": 0.71}
+# Causal attention fwd+bwd on Hopper, share of dense BF16 peak, by stack: the median over the eight Llama-shaped
+# cases (head dim 128, 2k-8k tokens, GQA and MHA) of the same H100 measurement: FlashAttention-2 0.24 (0.18-0.30),
+# cuDNN fused attention 0.46 (0.32-0.53). Measured, not fitted. Datacenter Blackwell (compute capability 10) takes the
+# same shares, unmeasured: FlashAttention-2 issues Ampere's mma.sync tensor-core instructions on every part (Dao
+# 2023, FlashAttention-2 §3), not Hopper's wgmma or Blackwell's tcgen05 that reach these parts' peaks, so its share
+# of a B200's peak is no higher than of an H100's. Ampere, Ada and consumer Blackwell (12.x, mma.sync parts) run
+# attention at their GEMM share.
+HOPPER_ATTENTION_EFFICIENCY = {"eager": 0.24, "fused": 0.46}
+# Share of dense peak that a decode step's GEMMs and attention sustain when the step is compute-bound (large batch),
+# per generation: the training GEMM shares of the fit at 9957dbc, kept apart from GEMM_EFFICIENCY_BY_GENERATION since
+# that became the eager training stack's share (issue 25, kernel stacks). Tied to it, the training refit moved serving
+# rows that run no training kernel (tried: Hopper 0.63 -> 0.60 and Ampere/Ada 0.59 -> 0.62 took NIM's FP8 TTFT at 5
+# users from within 12% to 19% off, TRT-LLM's L40S 2,048-token rows to 23%). Not fitted (as PREFILL_EFFICIENCY below).
+# Decode GEMMs measured on H100 at M = 1,024: 0.63-0.80 (bench/kernel_check.py): Hopper's 0.63 is no faster.
+DECODE_GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.59, "9": 0.63}
+# FP8 prefill's share relative to BF16 prefill's: the FP8 factor of the same fit (9957dbc), for the same reason; in
+# training the FP8 share now stops at the measured FP8 roof, so the training rows no longer inform a prefill factor.
+PREFILL_FP8_GEMM_EFFICIENCY_FACTOR = 1.14
 # Share of dense peak that prefill's GEMMs sustain at large M, per CUDA compute-capability generation,
 # before their shape factor (planner/physics/prefill_compute.py): the same cuBLAS GEMMs as a training
 # forward, so the values are GEMM_EFFICIENCY_BY_GENERATION's fit on the training rows at b3eef24 (Hopper's lower
@@ -69,14 +111,15 @@ FP4_GEMM_EFFICIENCY_FACTOR = 0.56
 # training's shares to 0.79/0.59 and its in-sample error from 9.6% to 15.1% (bench/calibrate.py).
 PREFILL_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.47}
 # Fixed cost of a request before its prefill starts: HTTP, tokenisation, scheduling (NIM TTFT rows).
-REQUEST_OVERHEAD_S = 0.023
+REQUEST_OVERHEAD_S = 0.014
 # Non-matmul traffic per layer in training, bytes per token per hidden unit: Korthikanti's 34 B of
 # stored activations (reference B2) written in the forward, read in the backward, and re-read and
 # re-written by norms, residual adds, activation functions and dropout.
-NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 408
+NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 340
 # Share of a collective that hides behind the compute it overlaps on a GPU (FSDP/ZeRO prefetch, DDP bucketed
-# all-reduce in the backward): NCCL kernels take SMs from the GEMMs they overlap.
-COMM_OVERLAP = 0.8
+# all-reduce in the backward): NCCL kernels take SMs from the GEMMs they overlap. Prior 0: the fit (0.95 since the
+# kernel stacks of issue 25, 0.8 before) finds most of it hidden once compute runs at each stack's own rate.
+COMM_OVERLAP = 0.95
 # Time of one step of a flat NCCL ring (all-gather, reduce-scatter, all-reduce) once it crosses nodes: every
 # one of its ranks − 1 steps waits on the slowest hop, a NIC round (EFA/InfiniBand small-message
 # latency is ~10-20 µs; nccl-tests all-gather latency grows linearly with ranks). What makes ZeRO-3 and
@@ -85,6 +128,10 @@ COMM_OVERLAP = 0.8
 # 2.6x per GPU from DP 64 to DP 128, bench/data/reference/nanotron-benchmark-summary.yaml).
 INTER_NODE_RING_STEP_S = 1e-05
 
+# Non-matmul training traffic on Neuron, bytes per token per hidden unit: the GPU fit's value at 9957dbc, held apart
+# since the kernel stacks (issue 25). Shared, the GPU refit moved it (408 -> 340 bytes) and with it every Neuron
+# constant fitted around it (held-out Trainium2 ITL 18.5% -> 27.1%, Neuron serving 19.9% -> 22.4%).
+NEURON_NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 408
 # Neuron (Inferentia2, Trainium): no GPU constant above is reused. Fitted on
 # AWS's published Neuron performance tables (transformers-neuronx serving on inf2.48xlarge and
 # trn1.32xlarge; NeuronX Distributed pre-training on trn1.32xlarge), bench/data/reference.yaml, and
@@ -112,6 +159,11 @@ NEURON_PREFILL_EFFICIENCY = 0.3
 NEURON_GEMM_EFFICIENCY = 0.4
 
 
+def nonmatmul_bytes_per_token_hidden(accel: Accelerator) -> int:
+    """Training's non-matmul HBM traffic per token per hidden unit per layer (GPU fitted, Neuron held apart)."""
+    return NEURON_NONMATMUL_BYTES_PER_TOKEN_HIDDEN if accel.is_neuron else NONMATMUL_BYTES_PER_TOKEN_HIDDEN
+
+
 def comm_overlap(accel: Accelerator) -> float:
     """Share of data-parallel traffic that hides behind compute (COMM_OVERLAP, NEURON_COMM_OVERLAP)."""
     return NEURON_COMM_OVERLAP if accel.is_neuron else COMM_OVERLAP
@@ -125,10 +177,49 @@ def gemm_efficiency(accel: Accelerator) -> float:
     return GEMM_EFFICIENCY_BY_GENERATION.get(generation, min(GEMM_EFFICIENCY_BY_GENERATION.values()))
 
 
+KERNEL_STACKS = ("eager", "fused")
+
+
+def _generation(accel: Accelerator) -> int:
+    """The CUDA compute-capability major version (8 Ampere and Ada, 9 Hopper, 10 Blackwell); 0 for Neuron."""
+    return 0 if accel.is_neuron else int((accel.compute_capability or "0").split(".")[0])
+
+
+def training_linear_efficiency(accel: Accelerator, kernels: str, linear_precision: str) -> float:
+    """Share of the `linear_precision` peak a training step's large GEMMs sustain (before their shape factor):
+    the generation's share, × FUSED_KERNELS_FACTOR for a fused stack on Hopper or later, × the FP8 factor in FP8,
+    at most the measured kernel roof (GEMM_KERNEL_ROOF)."""
+    share = gemm_efficiency(accel)
+    if accel.is_neuron:
+        return share
+    if kernels == "fused" and _generation(accel) >= 9:
+        share *= FUSED_KERNELS_FACTOR
+    if linear_precision == "fp8":
+        share *= FP8_GEMM_EFFICIENCY_FACTOR
+    return min(share, GEMM_KERNEL_ROOF.get(linear_precision, GEMM_KERNEL_ROOF["bf16"]))
+
+
+def training_attention_efficiency(accel: Accelerator, kernels: str) -> float:
+    """Share of the 16-bit peak the attention core (QKᵀ, softmax·V, fwd+bwd) sustains in training: the measured
+    kernel on Hopper and datacenter Blackwell (HOPPER_ATTENTION_EFFICIENCY), elsewhere the stack's 16-bit GEMM share."""
+    if _generation(accel) in (9, 10):
+        return HOPPER_ATTENTION_EFFICIENCY[kernels]
+    return training_linear_efficiency(accel, kernels, "bf16")
+
+
 def decode_gemm_efficiency(accel: Accelerator, linear_precision: str) -> float:
-    """Share of the `linear_precision` peak a decode step's weight GEMMs sustain: the generation's share, and
+    """Share of the `linear_precision` peak a decode step's weight GEMMs sustain: the generation's decode share, and
     for NVFP4 on FP4 tensor cores the block-scaled GEMMs' lower share of that roof (FP4_GEMM_EFFICIENCY_FACTOR)."""
-    return gemm_efficiency(accel) * (FP4_GEMM_EFFICIENCY_FACTOR if linear_precision == "fp4" else 1.0)
+    return decode_attention_efficiency(accel) * (FP4_GEMM_EFFICIENCY_FACTOR if linear_precision == "fp4" else 1.0)
+
+
+def decode_attention_efficiency(accel: Accelerator) -> float:
+    """Share of the 16-bit peak decode attention sustains when compute-bound: the generation's decode share
+    (DECODE_GEMM_EFFICIENCY_BY_GENERATION; the lowest for other generations, Neuron's GEMM share on Neuron)."""
+    if accel.is_neuron:
+        return NEURON_GEMM_EFFICIENCY
+    generation = (accel.compute_capability or "").split(".")[0]
+    return DECODE_GEMM_EFFICIENCY_BY_GENERATION.get(generation, min(DECODE_GEMM_EFFICIENCY_BY_GENERATION.values()))
 
 
 def request_overhead_s(accel: Accelerator) -> float:

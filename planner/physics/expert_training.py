@@ -124,7 +124,7 @@ def expert_weight_traffic_s(arch: Architecture, accel: Accelerator, linear_preci
     active_routed = arch.params * share * arch.active_experts / arch.experts
     passes = 8 if checkpointing == "full" else 6  # FLOPs per parameter per token: 2 forward + 4 backward (+2)
     flops_per_microbatch = passes * seq * micro_batch * active_routed / (tp * pp)
-    rate = accel.peak_flops(linear_precision) * efficiency.gemm_efficiency(accel) * \
-        (efficiency.FP8_GEMM_EFFICIENCY_FACTOR if linear_precision == "fp8" else 1.0)
+    rate = (accel.peak_flops(linear_precision)
+            * efficiency.training_linear_efficiency(accel, work.kernels, linear_precision))
     memory_s = bytes_per_microbatch / (accel.memory_bandwidth_gb_s * 1e9)
     return microbatches * max(0.0, memory_s - flops_per_microbatch / rate)

@@ -49,6 +49,7 @@ class TrainingWork:
     base_params: float  # frozen parameters that QLoRA dequantises on every matmul (0 otherwise)
     dp_bucket_bytes: float | None = None  # gradient bucket of ZeRO-0/1/2 collectives; None: Megatron's (dp_buckets)
     lora_targets: str = "all"  # the matrices LoRA adapts (lora_traffic.LORA_TARGETS)
+    kernels: str = "eager"  # the training kernel stack (efficiency.KERNEL_STACKS)
 
 
 def training_work(arch: Architecture, setup: TrainingSetup) -> TrainingWork:
@@ -56,10 +57,11 @@ def training_work(arch: Architecture, setup: TrainingSetup) -> TrainingWork:
     accounting) and all-gathers 16-bit weights; LoRA/QLoRA train fp32 adapters on a frozen base."""
     if setup.method == "full":
         return TrainingWork("full", base_weight_bytes(arch, setup), arch.params,
-                            gradient_bytes(setup.precision, setup.grad_precision), weight_bytes_per_param(setup), 0.0)
+                            gradient_bytes(setup.precision, setup.grad_precision), weight_bytes_per_param(setup), 0.0,
+                            kernels=setup.kernels)
     base = arch.params - arch.embedding_params if setup.method == "qlora" else 0.0
     return TrainingWork(setup.method, base_weight_bytes(arch, setup), lora_params(arch, setup.lora_rank, setup.lora_targets),
-                        4.0, 4.0, base, lora_targets=setup.lora_targets)
+                        4.0, 4.0, base, lora_targets=setup.lora_targets, kernels=setup.kernels)
 
 
 @dataclass(frozen=True)
@@ -89,31 +91,25 @@ def recompute_flops_per_token(arch: Architecture, seq: int, checkpointing: str) 
     return {"full": (2 * arch.params_per_token, attention), "selective": (0.0, attention)}.get(checkpointing, (0.0, 0.0))
 
 
-def _matmul_s(arch: Architecture, accel: Accelerator, precision: str, method: str, seq: int,
-              layout: TrainingLayout, tokens_per_device: float) -> float:
-    """Linear layers run at the precision's tensor rate (FP8 where trained in FP8), at the share big
-    GEMMs reach times their shapes' factor (tile/wave quantisation, roofline: planner/physics/gemm_shape.py);
-    the attention core (QKᵀ, softmax·V) stays in 16-bit, as Transformer Engine and Megatron run it."""
-    return tokens_per_device * _matmul_s_per_token(arch, accel, precision, method, seq, layout)
-
-
 def _matmul_s_per_token(arch: Architecture, accel: Accelerator, precision: str, method: str, seq: int,
-                        layout: TrainingLayout) -> float:
-    """_matmul_s per token a device processes: it reads only TP, the micro-batch and the recompute mode
-    of the layout, so the search computes it once per (TP, micro-batch, recompute) (step_parts' memo)."""
+                        layout: TrainingLayout, kernels: str = "eager") -> float:
+    """Time per token a device processes in the GEMMs. Linear layers run at the precision's tensor rate (FP8 where
+    trained in FP8), at the share big GEMMs reach on the kernel stack times their shapes' factor (tile/wave
+    quantisation, roofline: planner/physics/gemm_shape.py); the attention core (QKᵀ, softmax·V) stays in 16-bit, as
+    Transformer Engine and Megatron run it, at its kernel's rate. It reads only TP, the micro-batch and the recompute
+    mode of the layout, so the search computes it once per (TP, micro-batch, recompute) (step_parts' memo)."""
     checkpointing = layout.checkpointing
-    gemm = efficiency.gemm_efficiency(accel)
     linear_precision = compute_precision(precision)
     shape = layer_gemm_factor(arch, seq * layout.micro_batch // layout.cp, layout.tp, accel, accel.peak_flops(linear_precision),
                               1 if linear_precision == "fp8" else 2)
-    linear_efficiency = shape * gemm * (efficiency.FP8_GEMM_EFFICIENCY_FACTOR if linear_precision == "fp8" else 1.0)
+    linear_efficiency = shape * efficiency.training_linear_efficiency(accel, kernels, linear_precision)
     extra_linear, extra_attention = recompute_flops_per_token(arch, seq, checkpointing)
     linear = linear_flops_per_token(arch, method) + extra_linear
     # FlashAttention skips the masked half of causal attention: the hardware does half of the
     # 12·L·h·s that the MFU definition counts (Dao 2023, FlashAttention-2 §3.1).
     attention = (12 * arch.layers * arch.hidden_size * seq + extra_attention) / (2 if accel.supports.flash_attention else 1)
     return (linear / (accel.peak_flops(linear_precision) * linear_efficiency)
-            + attention / _attention_flops_per_s(accel, precision))
+            + attention / _attention_flops_per_s(accel, precision, kernels))
 
 
 def _dequantise_s(work: TrainingWork, accel: Accelerator, layout: TrainingLayout) -> float:
@@ -244,7 +240,7 @@ def step_parts(arch: Architecture, itype: InstanceType, accel: Accelerator, prec
     tokens = m * b * dp * seq
     peak, bandwidth, intra, flops_per_token = _fixed(arch, accel, precision, seq, work, memo)
     matmul_s = tokens / devices * _matmul_per_token_memo(arch, accel, precision, work, seq, tp, b, ck, memo, cp)
-    nonmatmul_s = tokens / devices * _nonmatmul_bytes_per_token(arch, precision, ck, work.method) / bandwidth
+    nonmatmul_s = tokens / devices * _nonmatmul_bytes_per_token(arch, accel, precision, ck, work.method) / bandwidth
     experts_s = expert_weight_traffic_s(arch, accel, compute_precision(precision), work, tp, pp, layout.ep, b, m,
                                         seq // cp, ck)
     adapters_s = adapter_traffic_s(arch, work.method, ck, tokens / devices,
@@ -261,24 +257,28 @@ def step_parts(arch: Architecture, itype: InstanceType, accel: Accelerator, prec
     dp_s = exposed_dp_s(dp_traffic_memo(work, itype, accel, tp, pp, dp * cp, layout.zero, layout.ep, arch, memo),
                         compute_s, m, efficiency.comm_overlap(accel)) if dp * cp > 1 else 0.0
     ep_s = all_to_all_step_s(arch, itype, accel, tp, pp, layout.ep, b, m, seq // cp, ck)
-    cp_s = cp_step_s(arch, itype, accel, seq, tp, pp, cp, b, m, ck, _attention_flops_per_s(accel, precision)) if cp > 1 else 0.0
+    cp_s = cp_step_s(arch, itype, accel, seq, tp, pp, cp, b, m, ck,
+                     _attention_flops_per_s(accel, precision, work.kernels)) if cp > 1 else 0.0
     return StepParts(devices, tokens, peak, bandwidth, matmul_s, nonmatmul_s, experts_s, adapters_s, compute_s, tp_s,
                      pp_link, dp_s, ep_s, flops_per_token, cp_s)
 
 
-def _nonmatmul_bytes_per_token(arch: Architecture, precision: str, checkpointing: str, method: str) -> float:
+def _nonmatmul_bytes_per_token(arch: Architecture, accel: Accelerator, precision: str, checkpointing: str,
+                               method: str) -> float:
     """HBM bytes a token moves outside the GEMMs (the device's share: ÷ TP·PP as tokens/devices does): norms,
     activations, residuals (NONMATMUL_BYTES_PER_TOKEN_HIDDEN, 4/3 of it under full recompute) and, in FP8, the
     casts of every GEMM's operands (planner/physics/fp8_casts.py)."""
     passes = 4 / 3 if checkpointing == "full" else 1.0
-    return (passes * efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN * arch.layers * arch.hidden_size
+    return (passes * efficiency.nonmatmul_bytes_per_token_hidden(accel) * arch.layers * arch.hidden_size
             + fp8_cast_bytes_per_token(arch, precision, checkpointing, method))
 
 
-def _attention_flops_per_s(accel: Accelerator, precision: str) -> float:
-    """The attention core's rate (_matmul_s_per_token, the CP ring's overlap): 16-bit, FP8 training too, at the GEMM share."""
+def _attention_flops_per_s(accel: Accelerator, precision: str, kernels: str) -> float:
+    """The attention core's rate (_matmul_s_per_token, the CP ring's overlap): 16-bit, FP8 training too, at its
+    kernel's share (efficiency.training_attention_efficiency)."""
     linear = compute_precision(precision)
-    return accel.peak_flops("bf16" if linear == "fp8" else linear) * efficiency.gemm_efficiency(accel)
+    return (accel.peak_flops("bf16" if linear == "fp8" else linear)
+            * efficiency.training_attention_efficiency(accel, kernels))
 
 
 def _fixed(arch: Architecture, accel: Accelerator, precision: str, seq: int, work: TrainingWork,
@@ -296,7 +296,7 @@ def _matmul_per_token_memo(arch: Architecture, accel: Accelerator, precision: st
     if (per_token_s := memo.get(key)) is None:
         # the fields it reads: TP, micro-batch, recompute, CP
         layout = TrainingLayout(tp, 1, 1, 0, micro_batch, 1, checkpointing, cp=cp)
-        per_token_s = memo[key] = _matmul_s_per_token(arch, accel, precision, work.method, seq, layout)
+        per_token_s = memo[key] = _matmul_s_per_token(arch, accel, precision, work.method, seq, layout, work.kernels)
     return per_token_s
 
 
@@ -323,7 +323,7 @@ def device_s_per_token_floor(arch: Architecture, itype: InstanceType, accel: Acc
     (planner/search/step_floor.py)."""
     _, bandwidth, intra, _ = _fixed(arch, accel, precision, seq, work, memo)
     matmul = _matmul_per_token_memo(arch, accel, precision, work, seq, tp, micro_batch, checkpointing, memo, cp)
-    nonmatmul = _nonmatmul_bytes_per_token(arch, precision, checkpointing, work.method) / bandwidth
+    nonmatmul = _nonmatmul_bytes_per_token(arch, accel, precision, checkpointing, work.method) / bandwidth
     reduces = 4 + (2 if checkpointing == "full" else 0)
     tp_reduce_s = _tp_reduce_s(arch, itype, accel, seq, tp, micro_batch, intra, memo, cp)
     return matmul + nonmatmul, tp * pp * cp * math.ceil(arch.layers / pp) * reduces * tp_reduce_s / (micro_batch * seq)

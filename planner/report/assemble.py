@@ -101,6 +101,7 @@ def build_plan(w: Workload, cand: Candidate, catalog: Catalog, target: str, alte
                 max_context_tokens=w.serving.max_context_tokens if serving else None,
                 training_method=w.training.method if training else None,
                 lora_rank=w.training.lora_rank if training and w.training.method != "full" else None,
+                training_kernels=w.training.kernels if training else None,
                 alternatives=[_alternative(c, cand, w, hours) for c in alternatives], rejected=rejected, warnings=warnings,
                 purchase_options=purchases, storage=storage_section(w, cand) if training else None,
                 rent_vs_buy=rent_vs_buy(catalog, catalog.instance(cand.itype.name), cand.nodes, purchases)))

@@ -59,9 +59,10 @@ def readable(plans: PlanSet) -> PlanSet:
 
 
 def method_text(p: Plan) -> str:
-    """'full', 'LoRA rank 16', 'QLoRA rank 16' for training plans; empty for serving."""
+    """'full training, eager kernels', 'LoRA rank 16, fused kernels' for training plans; empty for serving."""
     if not p.training_method:
         return ""
     name = {"lora": "LoRA", "qlora": "QLoRA", "full": "full fine-tuning" if p.kind == "fine-tuning" else "full training"}
     text = name.get(p.training_method, p.training_method)
-    return f"{text} rank {p.lora_rank}" if p.training_method in ("lora", "qlora") and p.lora_rank else text
+    text = f"{text} rank {p.lora_rank}" if p.training_method in ("lora", "qlora") and p.lora_rank else text
+    return f"{text}, {p.training_kernels} kernels" if p.training_kernels else text

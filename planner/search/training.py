@@ -81,7 +81,8 @@ class _TrainingSearch:
         self.fit_usable = self.usable / self.grow
         self.fit_edge = f" (estimate × {self.grow:.2f}, the 80% band's high edge: confidence likely)" \
             if self.grow > 1 else ""
-        self.setup = TrainingSetup(t.method, w.precision, t.optimizer, t.grad_precision, t.lora_rank, t.sequence_length)
+        self.setup = TrainingSetup(t.method, w.precision, t.optimizer, t.grad_precision, t.lora_rank, t.sequence_length,
+                                   kernels=t.kernels)
         self.seqs = global_batch_sequences(w)
         self.step_memo = step_table(arch, self.setup, itype, accel)  # step_parts' pieces (physics/training_time.py)
         self.work = training_work(arch, self.setup)
