@@ -73,7 +73,7 @@ def predict_training(catalog: Catalog, c: dict):
     arch = presets()[c["model"]]
     itype = catalog.instance(c["instance_type"])
     accel = catalog.accelerator(itype.accelerator)
-    setup = TrainingSetup("full", c["precision"], "adamw", "auto", 16, c["seq"], kernels=c.get("kernels", "eager"))
+    setup = TrainingSetup("full", c["precision"], "adamw", "auto", 16, c["seq"], kernels=reference_sources.kernels(c))
     microbatches = c["global_batch"] // (c["dp"] * c["micro_batch"])
     state = sum(training_model_states(arch, setup, c["tp"], c["pp"], c["dp"], c["zero"]))
     return max((training_step(arch, itype, accel, c["precision"], c["seq"],

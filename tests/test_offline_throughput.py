@@ -130,7 +130,7 @@ def test_b200_nvfp4_decode_gemms_run_at_the_measured_share_of_the_fp4_roof(catal
     itype, b200 = _b200(catalog)
     arch = rs.row_architecture(row)
     b, ctx = 394, 128 + 2048 / 2
-    share = efficiency.decode_attention_efficiency(b200)
+    share = efficiency.decode_compute_efficiency(b200)
     gemm_s = b * 2 * arch.params_per_token / (b200.peak_flops("fp4") * share * efficiency.FP4_GEMM_EFFICIENCY_FACTOR)
     kv_s = b * kv_bytes_per_sequence(arch, int(ctx), "fp8") / efficiency.kv_bandwidth(b200)
     step = decode_step(arch, b200, "nvfp4", "fp8", 1, 1, b, ctx)

@@ -169,20 +169,19 @@ def comm_overlap(accel: Accelerator) -> float:
     return NEURON_COMM_OVERLAP if accel.is_neuron else COMM_OVERLAP
 
 
-def gemm_efficiency(accel: Accelerator) -> float:
-    """No training measurement for accelerators outside the fitted generations: the lowest fitted value."""
-    if accel.is_neuron:
-        return NEURON_GEMM_EFFICIENCY
-    generation = (accel.compute_capability or "").split(".")[0]
-    return GEMM_EFFICIENCY_BY_GENERATION.get(generation, min(GEMM_EFFICIENCY_BY_GENERATION.values()))
-
-
-KERNEL_STACKS = ("eager", "fused")
-
-
 def _generation(accel: Accelerator) -> int:
     """The CUDA compute-capability major version (8 Ampere and Ada, 9 Hopper, 10 Blackwell); 0 for Neuron."""
     return 0 if accel.is_neuron else int((accel.compute_capability or "0").split(".")[0])
+
+
+def _by_generation(accel: Accelerator, table: dict[str, float]) -> float:
+    """A per-generation share; generations the table has no measurement for take its lowest value."""
+    return table.get(str(_generation(accel)), min(table.values()))
+
+
+def gemm_efficiency(accel: Accelerator) -> float:
+    """No training measurement for accelerators outside the fitted generations: the lowest fitted value."""
+    return NEURON_GEMM_EFFICIENCY if accel.is_neuron else _by_generation(accel, GEMM_EFFICIENCY_BY_GENERATION)
 
 
 def training_linear_efficiency(accel: Accelerator, kernels: str, linear_precision: str) -> float:
@@ -210,16 +209,13 @@ def training_attention_efficiency(accel: Accelerator, kernels: str) -> float:
 def decode_gemm_efficiency(accel: Accelerator, linear_precision: str) -> float:
     """Share of the `linear_precision` peak a decode step's weight GEMMs sustain: the generation's decode share, and
     for NVFP4 on FP4 tensor cores the block-scaled GEMMs' lower share of that roof (FP4_GEMM_EFFICIENCY_FACTOR)."""
-    return decode_attention_efficiency(accel) * (FP4_GEMM_EFFICIENCY_FACTOR if linear_precision == "fp4" else 1.0)
+    return decode_compute_efficiency(accel) * (FP4_GEMM_EFFICIENCY_FACTOR if linear_precision == "fp4" else 1.0)
 
 
-def decode_attention_efficiency(accel: Accelerator) -> float:
-    """Share of the 16-bit peak decode attention sustains when compute-bound: the generation's decode share
-    (DECODE_GEMM_EFFICIENCY_BY_GENERATION; the lowest for other generations, Neuron's GEMM share on Neuron)."""
-    if accel.is_neuron:
-        return NEURON_GEMM_EFFICIENCY
-    generation = (accel.compute_capability or "").split(".")[0]
-    return DECODE_GEMM_EFFICIENCY_BY_GENERATION.get(generation, min(DECODE_GEMM_EFFICIENCY_BY_GENERATION.values()))
+def decode_compute_efficiency(accel: Accelerator) -> float:
+    """Share of peak a compute-bound decode step's GEMMs and attention sustain: the generation's decode share
+    (DECODE_GEMM_EFFICIENCY_BY_GENERATION), Neuron's GEMM share on Neuron."""
+    return NEURON_GEMM_EFFICIENCY if accel.is_neuron else _by_generation(accel, DECODE_GEMM_EFFICIENCY_BY_GENERATION)
 
 
 def request_overhead_s(accel: Accelerator) -> float:
@@ -228,10 +224,7 @@ def request_overhead_s(accel: Accelerator) -> float:
 
 def prefill_efficiency(accel: Accelerator) -> float:
     """Generations without a prefill measurement (Ada, Blackwell): the lowest fitted share."""
-    if accel.is_neuron:
-        return NEURON_PREFILL_EFFICIENCY
-    generation = (accel.compute_capability or "").split(".")[0]
-    return PREFILL_EFFICIENCY_BY_GENERATION.get(generation, min(PREFILL_EFFICIENCY_BY_GENERATION.values()))
+    return NEURON_PREFILL_EFFICIENCY if accel.is_neuron else _by_generation(accel, PREFILL_EFFICIENCY_BY_GENERATION)
 
 
 def kv_bandwidth(accel: Accelerator) -> float:

@@ -240,7 +240,7 @@ class TrainingSetup:
     # that is not a parameter, the output head's excepted): one layer's share stays on the GPU.
     activation_offload: bool = False
     lora_targets: str = "all"  # the matrices LoRA adapts (planner/physics/lora_traffic.py LORA_TARGETS)
-    # The training kernel stack (planner/physics/efficiency.py KERNEL_STACKS): the step's speed, not its memory.
+    # The training kernel stack, eager or fused (efficiency.FUSED_KERNELS_FACTOR): the step's speed, not its memory.
     kernels: str = "eager"
 
 

@@ -79,7 +79,7 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
         accel.peak_flops(linear_precision) * efficiency.decode_gemm_efficiency(accel, linear_precision))
     attention_peak = accel.peak_flops(attention_precision(linear_precision)) or accel.peak_flops(linear_precision)
     attention_s = (batch * attention_flops / (tp * pp * ep_nodes)
-                   / (attention_peak * efficiency.decode_attention_efficiency(accel)))
+                   / (attention_peak * efficiency.decode_compute_efficiency(accel)))
     memory_s, compute_s = weights_s + kv_s, gemm_s + attention_s
     activation = local * arch.hidden_size * 2
     comm_s = 2 * arch.layers / pp * ring_s(activation, tp, intra_node_bytes_per_s(accel), accel=accel) if tp > 1 else 0.0

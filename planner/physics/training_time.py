@@ -49,7 +49,7 @@ class TrainingWork:
     base_params: float  # frozen parameters that QLoRA dequantises on every matmul (0 otherwise)
     dp_bucket_bytes: float | None = None  # gradient bucket of ZeRO-0/1/2 collectives; None: Megatron's (dp_buckets)
     lora_targets: str = "all"  # the matrices LoRA adapts (lora_traffic.LORA_TARGETS)
-    kernels: str = "eager"  # the training kernel stack (efficiency.KERNEL_STACKS)
+    kernels: str = "eager"  # the training kernel stack, eager or fused (efficiency.FUSED_KERNELS_FACTOR)
 
 
 def training_work(arch: Architecture, setup: TrainingSetup) -> TrainingWork:
