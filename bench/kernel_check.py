@@ -141,8 +141,9 @@ def planner_layer_s(name: str, catalog: Catalog, kernels: str = "eager") -> floa
     itype = catalog.instance("p5.48xlarge")
     accel = catalog.accelerator(itype.accelerator)
     linear_params = h * (heads + 2 * kv_heads) * head_dim + heads * head_dim * h + 3 * h * f
+    # tied: no input-embedding lookup table is taken out of the layer's weights (Architecture.lookup_params)
     arch = Architecture(params=linear_params, layers=1, hidden_size=h, attention_heads=heads, kv_heads=kv_heads,
-                        head_dim=head_dim, ffn_hidden_size=f, vocab_size=32000)
+                        head_dim=head_dim, ffn_hidden_size=f, vocab_size=32000, tied_embeddings=True)
     work = training_work(arch, TrainingSetup("full", "bf16", "adamw", "auto", 16, seq, kernels=kernels))
     parts = step_parts(arch, itype, accel, "bf16", seq, TrainingLayout(tp, 1, 1, 0, micro_batch, 1, "none"), work)
     return parts.matmul_s + parts.nonmatmul_s

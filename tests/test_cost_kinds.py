@@ -53,10 +53,10 @@ def test_a_fine_tune_is_a_cost_per_run_not_730_hours(tmp_path):
     # instances and the 200 GiB gp3 root volume for the run, one launch included (issue 27, item 2). $31 for a
     # 16.4 h run on g6e.xlarge until the L40S computed at its sustained clock (0.78 of boost): 5.1 h on p5.4xlarge;
     # since the kernel stacks (issue 25: eager attention on H100 at FlashAttention-2's measured rate) 19.3 h on
-    # g6e.xlarge
-    assert "$36/run" in row and "1,359" not in row
+    # g6e.xlarge; 17.7 h since the input embedding is a lookup (no 6·V·h per token, issue 25)
+    assert "$33/run" in row and "1,359" not in row
     # serving total as in golden/cost_head_unchanged.md (moved by the merged model)
-    assert "Cost unchanged: serving $59,456/month · training runs $36" in result.output
+    assert "Cost unchanged: serving $59,456/month · training runs $33" in result.output
 
 
 def test_a_longer_run_is_a_changed_training_cost(tmp_path):
@@ -68,7 +68,7 @@ def test_a_longer_run_is_a_changed_training_cost(tmp_path):
     assert row["change_percent"] == pytest.approx(99.1, abs=0.5)  # the one launch is paid once, not twice
     assert data["serving_usd_per_month"]["change"] == 0
     training = data["training_usd_per_run"]
-    assert training["base"] == pytest.approx(36.43, abs=0.01)  # (19.3 h + one launch) on g6e.xlarge + the root volume
+    assert training["base"] == pytest.approx(33.42, abs=0.01)  # (17.7 h + one launch) on g6e.xlarge + the root volume
     assert training["change"] == pytest.approx(training["head"] - training["base"])
     assert training["change_percent"] == pytest.approx(99.1, abs=0.5)
     assert "before_usd_per_month" not in data  # no total that adds a run to 730 hours of serving
@@ -78,7 +78,7 @@ def test_headline_names_both_kinds(tmp_path):
     result = _cost(_head(tmp_path, 4.0e8, ctx=32768))
     headline = result.output.splitlines()[1]
     assert headline.startswith("### 💰 gpuplan: Serving +$")
-    assert "/month (+" in headline and " · Training runs +$36 (+" in headline
+    assert "/month (+" in headline and " · Training runs +$33 (+" in headline
 
 
 def test_guardrails_judge_each_kind_apart(tmp_path):

@@ -70,7 +70,7 @@ def test_prefill_removes_exactly_the_cached_work():
     from planner.physics.prefill_compute import forward_gemm_factor
 
     # the new tokens' GEMMs run at their own shape's rate (planner/physics/prefill_compute.py), attention at the share
-    linear = 2 * arch.params_per_token
+    linear = 2 * arch.matmul_params_per_token  # the input embedding is a lookup, not a GEMM
     attention = 2 * arch.layers * arch.attention_heads * arch.head_dim
     shape = {t: forward_gemm_factor(arch, t, 1, accel, accel.peak_flops("bf16"), 2) for t in (16000, 32000)}
     expected = ((linear * 16000 / shape[16000] + attention * (32000**2 - 16000**2))

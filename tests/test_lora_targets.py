@@ -33,11 +33,11 @@ def test_nemo_lora_rows_adapt_qkv_only(catalog):
 
 def test_lora_over_sft_step_of_the_nemo_8b_pair(catalog):
     """Measured 0.92 / 1.32 = 0.697 of SFT's step; the model's ratio within 10% of it (0.84 with adapters on all
-    seven matrices; 0.75 now (bf16 gradients, as the recipe reduces them): the rest is attention, which packed SQuAD samples run over far fewer than the 4,096
+    seven matrices; 0.77 now (bf16 gradients, as the recipe reduces them): the rest is attention, which packed SQuAD samples run over far fewer than the 4,096
     tokens of a packed sequence, and which the model still charges in full)."""
     lora = reference_sources.predict(catalog, _row("dgxc-l3-8b-ft-lora-bf16-8gpu"))[2].step_time_s
     sft = reference_sources.predict(catalog, _row("dgxc-l3-8b-ft-sft-bf16-8gpu"))[2].step_time_s
-    assert lora / sft == pytest.approx(0.754, abs=0.001)  # 0.747 before the kernel-stack refit
+    assert lora / sft == pytest.approx(0.765, abs=0.001)  # 0.747 before the kernel-stack refit, 0.754 before the lookup
     assert lora / sft < 0.92 / 1.32 * 1.10
 
 
@@ -49,7 +49,7 @@ def test_nemo_fine_tuning_rows_reduce_gradients_in_bf16(catalog):
     assert reference_sources.training_inputs(catalog, row)["setup"].grad_precision == "bf16"
     at_8 = reference_sources.predict(catalog, _row("dgxc-l3-8b-ft-sft-fp8-8gpu"))[2].step_time_s
     at_32 = reference_sources.predict(catalog, row)[2].step_time_s
-    assert at_32 / at_8 == pytest.approx(1.110, abs=0.001)  # 1.156 at COMM_OVERLAP 0.8, 1.110 at 0.95; 1.01 published
+    assert at_32 / at_8 == pytest.approx(1.106, abs=0.001)  # 1.156 at COMM_OVERLAP 0.8, 1.110 at 0.95; 1.01 published
 
 
 def test_the_optimizer_step_of_lora_reads_the_adapters_states_only(catalog, arch):

@@ -32,7 +32,8 @@ from planner.physics.collectives import intra_node_bytes_per_s, latency_s
 from planner.physics import expert_parallel
 from planner.physics.expert_parallel import ALL_TO_ALL_BYTES_PER_VALUE, routed_expert_bytes
 from planner.physics.memory import (ACTIVATION_BYTES, LOGIT_BYTES, PREFILL_CHUNK_TOKENS, MemoryBreakdown,
-                                    kv_bytes_per_sequence, runtime_overhead_bytes, weight_bytes)
+                                    kv_bytes_per_sequence, lookup_weight_bytes, runtime_overhead_bytes,
+                                    streamed_weight_bytes, weight_bytes)
 from planner.physics.prefill_compute import prefill_compute_s
 from planner.hardware.units import attention_precision, compute_precision
 from planner.workload.presets import Architecture
@@ -117,12 +118,12 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
 
     local = rank_sequences(batch, ranks)
     read = moe_weight_bytes_read(arch, precision, batch)
-    touched_experts = read - (weight_bytes(arch, precision) - routed_expert_bytes(arch, precision))
+    touched_experts = read - (streamed_weight_bytes(arch, precision) - routed_expert_bytes(arch, precision))
     weights = read - touched_experts * (1 - 1 / ranks)
     kv = local * kv_bytes_per_sequence(arch, int(context_tokens), kv_precision)
     memory_s = weights / efficiency.effective_bandwidth(accel, precision) + kv / efficiency.kv_bandwidth(accel)
     linear_precision = compute_precision(precision, accel.supports.fp4)
-    compute_s = (local * 2 * arch.params_per_token / (accel.peak_flops(linear_precision)
+    compute_s = (local * 2 * arch.matmul_params_per_token / (accel.peak_flops(linear_precision)
                                                       * efficiency.decode_gemm_efficiency(accel, linear_precision))
                  + local * mla_decode_attention_flops(arch, context_tokens)
                  / (accel.peak_flops(attention_precision(linear_precision))
@@ -140,10 +141,11 @@ def prefill_s(arch: Architecture, accel: Accelerator, precision: str, ranks: int
     all-to-all."""
     new_tokens = prompt_tokens - cached_tokens
     routed_active = arch.params * expert_parallel.routed_expert_share(arch) * arch.active_experts / max(1, arch.experts)
-    linear_flops = 2 * new_tokens * (arch.params_per_token - routed_active * (1 - 1 / ranks))
+    linear_flops = 2 * new_tokens * (arch.matmul_params_per_token - routed_active * (1 - 1 / ranks))
     attention_flops = 2 * arch.layers * (prompt_tokens**2 - cached_tokens**2) * arch.attention_heads * arch.head_dim
     compute = prefill_compute_s(arch, accel, precision, 1, new_tokens, linear_flops, attention_flops)
-    memory = rank_weight_bytes(arch, precision, ranks) / efficiency.effective_bandwidth(accel, precision)
+    streamed = rank_weight_bytes(arch, precision, ranks) - lookup_weight_bytes(arch, precision)
+    memory = streamed / efficiency.effective_bandwidth(accel, precision)
     return max(compute, memory) + all_to_all_s(arch, new_tokens * ranks, ranks, itype, accel)
 
 

@@ -24,19 +24,20 @@ MEMORY_BANDWIDTH_EFFICIENCY = 0.88
 # than weight GEMV streams: vLLM's PagedAttention V1/V2 decode kernels sit well below the roof at
 # long contexts, FlashInfer's reach 70-90% only with split-KV (Ye et al., FlashInfer, arXiv
 # 2501.01005, Fig. 7). Prior: the weight-stream share until data says otherwise (bench/calibrate.py).
-KV_BANDWIDTH_EFFICIENCY = 0.71
+KV_BANDWIDTH_EFFICIENCY = 0.79
 # Fixed cost of one decode step on a GPU that no roof covers: the engine's scheduler and input
 # preparation on the CPU, kernel launches the CUDA graph does not hide, sampling and detokenisation.
 # vLLM's v0.6 profiling found the GPU idle for much of each step at small batch from this CPU work
 # (vLLM blog 2024-09-05, "vLLM v0.6.0: 2.7x throughput improvement and 5x latency reduction").
-DECODE_STEP_OVERHEAD_S = 0.0019
+DECODE_STEP_OVERHEAD_S = 0.0023
 # Extra cost of each tensor-parallel all-reduce in decode beyond the collective's own latency
 # (planner/physics/collectives.py): every all-reduce is a barrier, so each layer waits for the slowest
 # rank's kernel launches (the launch skew between ranks), twice per layer per step.
 TP_SYNC_OVERHEAD_S = 8e-06
 # Weight-only quantised kernels dequantise on the fly and reach less of the roof (gpt-fast int8 and
-# int4-g32 rows, reference P-35..P-41).
-QUANTISED_BANDWIDTH_FACTOR = {"int8": 0.81, "int4": 0.77}
+# int4-g32 rows, reference P-35..P-41). Since the embedding lookup (the 16-bit table no longer counted in the
+# stream) the fit finds int8 kernels streaming as fast as 16-bit ones (0.99, was 0.81) and int4 at 0.82 (was 0.77).
+QUANTISED_BANDWIDTH_FACTOR = {"int8": 0.99, "int4": 0.82}
 # MXFP4/NVFP4 weight kernels dequantise 4-bit blocks the same way; no published decode row isolates
 # them yet, so int4's fitted factor stands in (issue 28).
 FOUR_BIT_FORMATS = {"mxfp4": "int4", "nvfp4": "int4"}
@@ -44,14 +45,14 @@ FOUR_BIT_FORMATS = {"mxfp4": "int4", "nvfp4": "int4"}
 # tile quantisation, kernel gaps), per CUDA compute-capability generation, on the eager kernel stack
 # (training.kernels; a fused stack's is FUSED_KERNELS_FACTOR times it): Hopper reaches a lower share of its
 # higher peak than Ampere (MosaicML's H100 and A100 rows, one code base).
-GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.56, "9": 0.59}
+GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.63, "9": 0.57}
 # The share FP8 GEMMs reach of their doubled peak, relative to BF16 GEMMs' share of theirs: amax reductions
 # lower it, FP8's larger tiles at the same shapes raise it (the casts of every GEMM's operands are charged on their
 # own, planner/physics/fp8_casts.py); fitted on the FP8 training rows (NeMo's and DGX Cloud's Llama 3 and GPT-3 on
-# H100, torchtitan's FP8 FSDP rows), and never past the measured FP8 roof (GEMM_KERNEL_ROOF). The fit, 0.88, sits by
+# H100, torchtitan's FP8 FSDP rows), and never past the measured FP8 roof (GEMM_KERNEL_ROOF). The fit, 0.92, sits near
 # the ratio measured on one H100's 8192³ GEMMs (FP8 0.71 of its peak ÷ BF16 0.79 of its = 0.90,
 # bench/kernel_check.py); prefill has its own factor (PREFILL_FP8_GEMM_EFFICIENCY_FACTOR).
-FP8_GEMM_EFFICIENCY_FACTOR = 0.88
+FP8_GEMM_EFFICIENCY_FACTOR = 0.92
 # The share NVFP4 GEMMs (Blackwell block-scaled FP4: E2M1 blocks of 16 with an FP8 scale, activations quantised to
 # FP4 per token before each GEMM) reach of their FP4 roof, relative to BF16 GEMMs' share of theirs: the block-scale
 # loads and the activation-quantisation kernel keep it well below the doubled peak. Measured, not fitted: vLLM PR
@@ -74,7 +75,7 @@ FP4_GEMM_EFFICIENCY_FACTOR = 0.56
 # (no difference until data says so). Hopper and later only: on Ampere FlashAttention-2 is the attention kernel of
 # both stacks (Transformer Engine's backend on sm80) and reaches most of the A100's peak (Dao 2023, FlashAttention-2
 # §4.1: 50-73% fwd+bwd), so no stack difference is applied there.
-FUSED_KERNELS_FACTOR = 1.21
+FUSED_KERNELS_FACTOR = 1.23
 # The measured roof of a training GEMM share (before the shape factor), by linear precision, from the H100 run above.
 # BF16: the largest share at which every H100 BF16 reference row's layer GEMMs (forward, input and weight gradient at
 # the row's shapes), after planner/physics/gemm_shape.py's factor, still run no faster than measured: 0.705 (Megatron-
@@ -111,15 +112,15 @@ PREFILL_FP8_GEMM_EFFICIENCY_FACTOR = 1.14
 # training's shares to 0.79/0.59 and its in-sample error from 9.6% to 15.1% (bench/calibrate.py).
 PREFILL_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.47}
 # Fixed cost of a request before its prefill starts: HTTP, tokenisation, scheduling (NIM TTFT rows).
-REQUEST_OVERHEAD_S = 0.014
+REQUEST_OVERHEAD_S = 0.016
 # Non-matmul traffic per layer in training, bytes per token per hidden unit: Korthikanti's 34 B of
 # stored activations (reference B2) written in the forward, read in the backward, and re-read and
 # re-written by norms, residual adds, activation functions and dropout.
-NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 340
+NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 408
 # Share of a collective that hides behind the compute it overlaps on a GPU (FSDP/ZeRO prefetch, DDP bucketed
-# all-reduce in the backward): NCCL kernels take SMs from the GEMMs they overlap. Prior 0: the fit (0.95 since the
-# kernel stacks of issue 25, 0.8 before) finds most of it hidden once compute runs at each stack's own rate.
-COMM_OVERLAP = 0.95
+# all-reduce in the backward): NCCL kernels take SMs from the GEMMs they overlap. Prior 0: the fit finds most of it
+# hidden (all of it since the embedding lookup, 0.95 with the kernel stacks of issue 25, 0.8 before).
+COMM_OVERLAP = 1.0
 # Time of one step of a flat NCCL ring (all-gather, reduce-scatter, all-reduce) once it crosses nodes: every
 # one of its ranks − 1 steps waits on the slowest hop, a NIC round (EFA/InfiniBand small-message
 # latency is ~10-20 µs; nccl-tests all-gather latency grows linearly with ranks). What makes ZeRO-3 and
@@ -138,15 +139,15 @@ NEURON_NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 408
 # TGI-on-Neuron runs (optimum-neuron and philschmid LLMPerf/guidellm, compiled static batches:
 # planner/physics/neuron_serving.py), bench/data/reference/. Trainium2 rows are compared, not fitted.
 # Achieved share of a NeuronCore's HBM bandwidth when decode streams weights and KV cache.
-NEURON_MEMORY_BANDWIDTH_EFFICIENCY = 0.62
+NEURON_MEMORY_BANDWIDTH_EFFICIENCY = 0.61
 # Fixed cost of one collective among NeuronCores (the decode all-reduces are latency-bound: an 8B
 # model at TP 24 reads 0.3 GB per core per step yet takes 6.4 ms, 0.2 ms per layer).
 NEURON_COLLECTIVE_LATENCY_S = 6.5e-05
 # Achieved share of NeuronLink bandwidth in ring collectives.
-NEURON_LINK_EFFICIENCY = 0.7
+NEURON_LINK_EFFICIENCY = 0.6
 # Fixed cost of a request before its first token on Neuron: the host-side launch of the compiled
 # context-encoding graph and its I/O (128-token prompts take 25-29 ms on inf2 for 0.1 GFLOP of work).
-NEURON_REQUEST_OVERHEAD_S = 0.018
+NEURON_REQUEST_OVERHEAD_S = 0.015
 # Share of a collective that hides behind compute on Neuron: not fitted. A NeuronDevice runs collectives on dedicated
 # collective-communication cores (6 CC-Cores per Trainium/Inferentia2 device, 20 per Trainium2), not on the compute
 # engines: "Dedicated engine for collective communication, allows for overlapping computation and communication"
@@ -154,9 +155,9 @@ NEURON_REQUEST_OVERHEAD_S = 0.018
 # COMM_OVERLAP, whose loss is NCCL taking SMs, does not apply.
 NEURON_COMM_OVERLAP = 1.0
 # Share of a NeuronCore's peak BF16 FLOP/s that context encoding (prefill) sustains.
-NEURON_PREFILL_EFFICIENCY = 0.3
+NEURON_PREFILL_EFFICIENCY = 0.27
 # Share of peak BF16 FLOP/s that NeuronX Distributed training GEMMs sustain.
-NEURON_GEMM_EFFICIENCY = 0.4
+NEURON_GEMM_EFFICIENCY = 0.41
 
 
 def nonmatmul_bytes_per_token_hidden(accel: Accelerator) -> int:

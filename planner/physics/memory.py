@@ -82,6 +82,22 @@ def weight_bytes(arch: Architecture, precision: str) -> float:
     return (arch.params - embedding) * per_param + embedding * max(per_param, 2.0)
 
 
+def lookup_weight_bytes(arch: Architecture, precision: str) -> float:
+    """An untied input embedding table (Architecture.lookup_params), 16-bit as weight_bytes keeps it: held in
+    memory, but a forward pass gathers one row of it per token rather than reading it whole."""
+    return arch.lookup_params * max(BYTES_PER_PARAM[precision], 2.0)
+
+
+def streamed_weight_bytes(arch: Architecture, precision: str) -> float:
+    """The weights a forward pass reads whole: weight_bytes less the input embedding lookup table."""
+    return weight_bytes(arch, precision) - lookup_weight_bytes(arch, precision)
+
+
+def sharded_streamed_bytes(arch: Architecture, precision: str, tp: int) -> float:
+    """One TP rank's streamed_weight_bytes, with its padded and replicated attention heads (sharded_weight_bytes)."""
+    return streamed_weight_bytes(arch, precision) / tp + attention_padding_params(arch, tp) * BYTES_PER_PARAM[precision]
+
+
 def attention_padding_params(arch: Architecture, tp: int) -> float:
     """Parameters one TP rank holds beyond an even 1/tp share: query and output heads padded up to a
     multiple of tp (Neuron pads heads when tp does not divide them, e.g. 64 heads at TP 24), and

@@ -15,8 +15,8 @@ from planner.hardware.catalog import Accelerator, InstanceType
 from planner.physics.closed_loop import prefill_wait_s
 from planner.physics.collectives import inter_node_bytes_per_s, intra_node_bytes_per_s, ring_s
 from planner.physics.expert_parallel import all_to_all_s, routed_expert_bytes, tokens_per_node
-from planner.physics.memory import (attention_padding_params, kv_bytes_per_sequence, kv_shard_fraction, sharded_weight_bytes,
-                                    weight_bytes)
+from planner.physics.memory import (attention_padding_params, kv_bytes_per_sequence, kv_shard_fraction,
+                                    sharded_streamed_bytes, streamed_weight_bytes, weight_bytes)
 from planner.workload.presets import Architecture
 from planner.physics.prefill_compute import prefill_compute_s
 from planner.physics.prefix import prefix_cached_tokens
@@ -25,9 +25,10 @@ from planner.hardware.units import BYTES_PER_PARAM, attention_precision, compute
 
 
 def moe_weight_bytes_read(arch: Architecture, precision: str, batch: int) -> float:
-    """Weights streamed per decode step: every dense weight, plus the experts the batch touches.
+    """Weights streamed per decode step: every dense weight (not the input embedding's table, of which a token
+    gathers a row: memory.streamed_weight_bytes), plus the experts the batch touches.
     With E routed experts and k per token, a batch touches E·(1 - (1 - k/E)^b) experts per layer."""
-    total = weight_bytes(arch, precision)
+    total = streamed_weight_bytes(arch, precision)
     if not arch.is_moe:
         return total
     routed = arch.experts - arch.shared_experts if arch.shared_experts else arch.experts
@@ -35,7 +36,7 @@ def moe_weight_bytes_read(arch: Architecture, precision: str, batch: int) -> flo
     if routed <= 0 or k >= routed:  # every expert runs for every token: a dense read
         return total
     expert_share = (arch.params - arch.params_per_token) / (arch.params * (1 - k / routed))
-    expert_bytes = total * min(1.0, expert_share)
+    expert_bytes = weight_bytes(arch, precision) * min(1.0, expert_share)
     touched = routed * (1 - (1 - k / routed) ** batch)
     return total - expert_bytes + expert_bytes * touched / routed
 
@@ -68,14 +69,14 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     read = moe_weight_bytes_read(arch, precision, batch)
     local = tokens_per_node(batch, ep_nodes)
     if ep_nodes > 1:
-        touched_experts = read - (weight_bytes(arch, precision) - routed_expert_bytes(arch, precision))
+        touched_experts = read - (streamed_weight_bytes(arch, precision) - routed_expert_bytes(arch, precision))
         read -= touched_experts * (1 - 1 / ep_nodes)
     weights = (read / tp + padding) / pp
     kv = local * kv_bytes_per_sequence(arch, int(context_tokens), kv_precision) * kv_shard_fraction(arch, tp) / pp
     weights_s, kv_s = weights / efficiency.effective_bandwidth(accel, precision), kv / efficiency.kv_bandwidth(accel)
     attention_flops = 4 * arch.layers * arch.attention_heads * arch.head_dim * context_tokens
     linear_precision = compute_precision(precision, accel.supports.fp4)
-    gemm_s = batch * 2 * arch.params_per_token / (tp * pp * ep_nodes) / (
+    gemm_s = batch * 2 * arch.matmul_params_per_token / (tp * pp * ep_nodes) / (
         accel.peak_flops(linear_precision) * efficiency.decode_gemm_efficiency(accel, linear_precision))
     attention_peak = accel.peak_flops(attention_precision(linear_precision)) or accel.peak_flops(linear_precision)
     attention_s = (batch * attention_flops / (tp * pp * ep_nodes)
@@ -103,10 +104,10 @@ def prefill_s(arch: Architecture, accel: Accelerator, precision: str, tp: int, p
     cover s − c tokens and their causal attention 2·L·(s² − c²)·H·hd (positions c..s attend to all before)."""
     padded_heads = math.ceil(arch.attention_heads / tp) * tp  # a rank computes its padded heads too
     new_tokens = prompt_tokens - cached_tokens
-    linear_flops = prompts * 2 * (arch.params_per_token + attention_padding_params(arch, tp) * tp) * new_tokens
+    linear_flops = prompts * 2 * (arch.matmul_params_per_token + attention_padding_params(arch, tp) * tp) * new_tokens
     attention_flops = prompts * 2 * arch.layers * (prompt_tokens**2 - cached_tokens**2) * padded_heads * arch.head_dim
     compute = prefill_compute_s(arch, accel, precision, tp, prompts * new_tokens, linear_flops, attention_flops)
-    resident = sharded_weight_bytes(arch, precision, tp) - routed_expert_bytes(arch, precision) / tp * (1 - 1 / ep_nodes)
+    resident = sharded_streamed_bytes(arch, precision, tp) - routed_expert_bytes(arch, precision) / tp * (1 - 1 / ep_nodes)
     memory = resident / efficiency.effective_bandwidth(accel, precision)
     activations = prompts * new_tokens * arch.hidden_size * 2
     comm = 2 * arch.layers * ring_s(activations, tp, intra_node_bytes_per_s(accel), accel=accel) if tp > 1 else 0.0

@@ -84,11 +84,18 @@ def linear_flops_per_token(arch: Architecture, method: str = "full") -> float:
     return (4 if method != "full" else 6) * arch.params_per_token
 
 
+def executed_flops_per_token(arch: Architecture, seq: int, method: str = "full") -> float:
+    """model_flops_per_token as the devices run it: MFU's 6·N counts every parameter, but a token gathers its row of
+    an untied input embedding table and multiplies none of it (Architecture.matmul_params_per_token; Megatron's FLOP
+    count, Narayanan et al. 2021 §5.1, has the LM head's 6·V·h and no input-embedding term)."""
+    return (4 if method != "full" else 6) * arch.matmul_params_per_token + 12 * arch.layers * arch.hidden_size * seq
+
+
 def recompute_flops_per_token(arch: Architecture, seq: int, checkpointing: str) -> tuple[float, float]:
     """Extra forward work as (linear, attention): full recompute reruns every layer's forward
     (2·N + 4·L·h·s); selective reruns the attention core only (4·L·h·s) (Korthikanti §5)."""
     attention = 4 * arch.layers * arch.hidden_size * seq
-    return {"full": (2 * arch.params_per_token, attention), "selective": (0.0, attention)}.get(checkpointing, (0.0, 0.0))
+    return {"full": (2 * arch.matmul_params_per_token, attention), "selective": (0.0, attention)}.get(checkpointing, (0.0, 0.0))
 
 
 def _matmul_s_per_token(arch: Architecture, accel: Accelerator, precision: str, method: str, seq: int,
@@ -104,10 +111,11 @@ def _matmul_s_per_token(arch: Architecture, accel: Accelerator, precision: str, 
                               1 if linear_precision == "fp8" else 2)
     linear_efficiency = shape * efficiency.training_linear_efficiency(accel, kernels, linear_precision)
     extra_linear, extra_attention = recompute_flops_per_token(arch, seq, checkpointing)
-    linear = linear_flops_per_token(arch, method) + extra_linear
+    attention_flops = 12 * arch.layers * arch.hidden_size * seq
+    linear = executed_flops_per_token(arch, seq, method) - attention_flops + extra_linear
     # FlashAttention skips the masked half of causal attention: the hardware does half of the
     # 12·L·h·s that the MFU definition counts (Dao 2023, FlashAttention-2 §3.1).
-    attention = (12 * arch.layers * arch.hidden_size * seq + extra_attention) / (2 if accel.supports.flash_attention else 1)
+    attention = (attention_flops + extra_attention) / (2 if accel.supports.flash_attention else 1)
     return (linear / (accel.peak_flops(linear_precision) * linear_efficiency)
             + attention / _attention_flops_per_s(accel, precision, kernels))
 

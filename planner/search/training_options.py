@@ -8,7 +8,7 @@ from functools import cache
 from planner.hardware.catalog import Accelerator, InstanceType
 from planner.hardware.units import compute_precision
 from planner.physics.context_parallel import CP_DEGREES, CP_MIN_SEQUENCE_TOKENS, splits
-from planner.physics.training_time import model_flops_per_token
+from planner.physics.training_time import executed_flops_per_token
 from planner.search.candidates import Miss, pinned_tp_miss, tensor_parallel_options
 from planner.workload.sections import DEFAULT_BATCH_TOKENS  # the spec checks a run holds one batch
 from planner.workload.spec import Workload
@@ -72,7 +72,7 @@ def type_rules(w: Workload, itype: InstanceType, accel: Accelerator) -> Miss | t
     if t.deadline_hours and not pins.nodes:
         # The compute roof: even at 100% of peak, fewer devices than this cannot meet the deadline.
         peak = accel.peak_flops(compute_precision(w.precision)) or 0.0
-        floor_devices = t.tokens * model_flops_per_token(arch, t.sequence_length, t.method) / (t.deadline_hours * 3600 * peak) \
+        floor_devices = t.tokens * executed_flops_per_token(arch, t.sequence_length, t.method) / (t.deadline_hours * 3600 * peak) \
             if peak else 0.0
         reachable = tuple(n for n in nodes_options if n * apn >= floor_devices)
         if not reachable:

@@ -59,6 +59,9 @@ class Architecture(StrictModel):
                              f"({(self.experts - self.active_experts) * 3 * self.hidden_size * self.ffn_hidden_size * self.layers:g}"
                              " parameters for experts × 3 × hidden_size × ffn_hidden_size × layers); raise params or "
                              "give active_params")
+        if self.matmul_params_per_token <= 0:
+            raise ValueError(f"params {self.params:g} leave nothing beside the input embedding table (vocab_size × "
+                             f"hidden_size = {self.lookup_params:g}); raise params or set tied_embeddings")
         return self
 
     @property
@@ -88,6 +91,17 @@ class Architecture(StrictModel):
     @property
     def embedding_params(self) -> float:
         return self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2)
+
+    @property
+    def lookup_params(self) -> float:
+        """The input embedding table where it is its own matrix (untied): a token gathers one row of it, so no
+        pass multiplies it or reads it whole. A tied table is the LM head's matrix too, which every token multiplies."""
+        return 0.0 if self.tied_embeddings else self.vocab_size * self.hidden_size
+
+    @property
+    def matmul_params_per_token(self) -> float:
+        """The parameters a token multiplies: params_per_token less the input embedding lookup (lookup_params)."""
+        return self.params_per_token - self.lookup_params
 
     @property
     def windowed_layers(self) -> int:
