@@ -107,7 +107,8 @@ def prefill_s(arch: Architecture, accel: Accelerator, precision: str, tp: int, p
     linear_flops = prompts * 2 * (arch.matmul_params_per_token + attention_padding_params(arch, tp) * tp) * new_tokens
     attention_flops = prompts * 2 * arch.layers * (prompt_tokens**2 - cached_tokens**2) * padded_heads * arch.head_dim
     compute = prefill_compute_s(arch, accel, precision, tp, prompts * new_tokens, linear_flops, attention_flops)
-    resident = sharded_streamed_bytes(arch, precision, tp) - routed_expert_bytes(arch, precision) / tp * (1 - 1 / ep_nodes)
+    resident = (sharded_streamed_bytes(arch, precision, tp)
+                - routed_expert_bytes(arch, precision) / tp * (1 - 1 / ep_nodes))
     memory = resident / efficiency.effective_bandwidth(accel, precision)
     activations = prompts * new_tokens * arch.hidden_size * 2
     comm = 2 * arch.layers * ring_s(activations, tp, intra_node_bytes_per_s(accel), accel=accel) if tp > 1 else 0.0

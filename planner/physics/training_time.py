@@ -95,7 +95,8 @@ def recompute_flops_per_token(arch: Architecture, seq: int, checkpointing: str) 
     """Extra forward work as (linear, attention): full recompute reruns every layer's forward
     (2·N + 4·L·h·s); selective reruns the attention core only (4·L·h·s) (Korthikanti §5)."""
     attention = 4 * arch.layers * arch.hidden_size * seq
-    return {"full": (2 * arch.matmul_params_per_token, attention), "selective": (0.0, attention)}.get(checkpointing, (0.0, 0.0))
+    extra = {"full": (2 * arch.matmul_params_per_token, attention), "selective": (0.0, attention)}
+    return extra.get(checkpointing, (0.0, 0.0))
 
 
 def _matmul_s_per_token(arch: Architecture, accel: Accelerator, precision: str, method: str, seq: int,

@@ -72,8 +72,8 @@ def type_rules(w: Workload, itype: InstanceType, accel: Accelerator) -> Miss | t
     if t.deadline_hours and not pins.nodes:
         # The compute roof: even at 100% of peak, fewer devices than this cannot meet the deadline.
         peak = accel.peak_flops(compute_precision(w.precision)) or 0.0
-        floor_devices = t.tokens * executed_flops_per_token(arch, t.sequence_length, t.method) / (t.deadline_hours * 3600 * peak) \
-            if peak else 0.0
+        flops = t.tokens * executed_flops_per_token(arch, t.sequence_length, t.method)
+        floor_devices = flops / (t.deadline_hours * 3600 * peak) if peak else 0.0
         reachable = tuple(n for n in nodes_options if n * apn >= floor_devices)
         if not reachable:
             most = max(nodes_options)
