@@ -130,8 +130,9 @@ COMM_OVERLAP = 1.0
 INTER_NODE_RING_STEP_S = 1e-05
 
 # Non-matmul training traffic on Neuron, bytes per token per hidden unit: the GPU fit's value at 9957dbc, held apart
-# since the kernel stacks (issue 25). Shared, the GPU refit moved it (408 -> 340 bytes) and with it every Neuron
-# constant fitted around it (held-out Trainium2 ITL 18.5% -> 27.1%, Neuron serving 19.9% -> 22.4%).
+# since the kernel stacks (issue 25). Shared, the GPU refit moved it (408 -> 340 bytes; the GPU fit is back at 408 since
+# the embedding lookup) and with it every Neuron constant fitted around it (held-out Trainium2 ITL 18.5% -> 27.1%,
+# Neuron serving 19.9% -> 22.4%).
 NEURON_NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 408
 # Neuron (Inferentia2, Trainium): no GPU constant above is reused. Fitted on
 # AWS's published Neuron performance tables (transformers-neuronx serving on inf2.48xlarge and

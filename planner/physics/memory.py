@@ -93,11 +93,6 @@ def streamed_weight_bytes(arch: Architecture, precision: str) -> float:
     return weight_bytes(arch, precision) - lookup_weight_bytes(arch, precision)
 
 
-def sharded_streamed_bytes(arch: Architecture, precision: str, tp: int) -> float:
-    """One TP rank's streamed_weight_bytes, with its padded and replicated attention heads (sharded_weight_bytes)."""
-    return streamed_weight_bytes(arch, precision) / tp + attention_padding_params(arch, tp) * BYTES_PER_PARAM[precision]
-
-
 def attention_padding_params(arch: Architecture, tp: int) -> float:
     """Parameters one TP rank holds beyond an even 1/tp share: query and output heads padded up to a
     multiple of tp (Neuron pads heads when tp does not divide them, e.g. 64 heads at TP 24), and

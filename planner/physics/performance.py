@@ -16,7 +16,7 @@ from planner.physics.closed_loop import prefill_wait_s
 from planner.physics.collectives import inter_node_bytes_per_s, intra_node_bytes_per_s, ring_s
 from planner.physics.expert_parallel import all_to_all_s, routed_expert_bytes, tokens_per_node
 from planner.physics.memory import (attention_padding_params, kv_bytes_per_sequence, kv_shard_fraction,
-                                    sharded_streamed_bytes, streamed_weight_bytes, weight_bytes)
+                                    lookup_weight_bytes, sharded_weight_bytes, streamed_weight_bytes, weight_bytes)
 from planner.workload.presets import Architecture
 from planner.physics.prefill_compute import prefill_compute_s
 from planner.physics.prefix import prefix_cached_tokens
@@ -107,7 +107,8 @@ def prefill_s(arch: Architecture, accel: Accelerator, precision: str, tp: int, p
     linear_flops = prompts * 2 * (arch.matmul_params_per_token + attention_padding_params(arch, tp) * tp) * new_tokens
     attention_flops = prompts * 2 * arch.layers * (prompt_tokens**2 - cached_tokens**2) * padded_heads * arch.head_dim
     compute = prefill_compute_s(arch, accel, precision, tp, prompts * new_tokens, linear_flops, attention_flops)
-    resident = (sharded_streamed_bytes(arch, precision, tp)
+    # the input embedding's table is gathered, not read (memory.lookup_weight_bytes)
+    resident = (sharded_weight_bytes(arch, precision, tp) - lookup_weight_bytes(arch, precision) / tp
                 - routed_expert_bytes(arch, precision) / tp * (1 - 1 / ep_nodes))
     memory = resident / efficiency.effective_bandwidth(accel, precision)
     activations = prompts * new_tokens * arch.hidden_size * 2

@@ -77,18 +77,33 @@ class TrainingEstimate:
 def model_flops_per_token(arch: Architecture, seq: int, method: str = "full") -> float:
     """6·N + 12·L·h·s (PaLM's MFU definition, Chowdhery et al. 2022 App. B; design.md). A LoRA
     backward skips the frozen weights' gradients, so 4·N instead of 6·N."""
-    return linear_flops_per_token(arch, method) + 12 * arch.layers * arch.hidden_size * seq
+    return linear_flops_per_token(arch, method) + attention_flops_per_token(arch, seq)
 
 
 def linear_flops_per_token(arch: Architecture, method: str = "full") -> float:
-    return (4 if method != "full" else 6) * arch.params_per_token
+    return _passes(method) * arch.params_per_token
+
+
+def attention_flops_per_token(arch: Architecture, seq: int) -> float:
+    """The attention core's 12·L·h·s of the MFU definition (fwd + bwd, the causal mask's half counted)."""
+    return 12 * arch.layers * arch.hidden_size * seq
+
+
+def executed_linear_flops_per_token(arch: Architecture, method: str = "full") -> float:
+    """linear_flops_per_token as the devices run it: MFU's 6·N counts every parameter, but a token gathers its row of
+    an untied input embedding table and multiplies none of it (Architecture.matmul_params_per_token; Megatron's FLOP
+    count, Narayanan et al. 2021 §5.1, has the LM head's 6·V·h and no input-embedding term)."""
+    return _passes(method) * arch.matmul_params_per_token
 
 
 def executed_flops_per_token(arch: Architecture, seq: int, method: str = "full") -> float:
-    """model_flops_per_token as the devices run it: MFU's 6·N counts every parameter, but a token gathers its row of
-    an untied input embedding table and multiplies none of it (Architecture.matmul_params_per_token; Megatron's FLOP
-    count, Narayanan et al. 2021 §5.1, has the LM head's 6·V·h and no input-embedding term)."""
-    return (4 if method != "full" else 6) * arch.matmul_params_per_token + 12 * arch.layers * arch.hidden_size * seq
+    """model_flops_per_token as the devices run it (executed_linear_flops_per_token)."""
+    return executed_linear_flops_per_token(arch, method) + attention_flops_per_token(arch, seq)
+
+
+def _passes(method: str) -> int:
+    """FLOPs per parameter per token: 2 forward + 4 backward; a LoRA backward skips the frozen weights' gradients."""
+    return 6 if method == "full" else 4
 
 
 def recompute_flops_per_token(arch: Architecture, seq: int, checkpointing: str) -> tuple[float, float]:
@@ -112,8 +127,8 @@ def _matmul_s_per_token(arch: Architecture, accel: Accelerator, precision: str, 
                               1 if linear_precision == "fp8" else 2)
     linear_efficiency = shape * efficiency.training_linear_efficiency(accel, kernels, linear_precision)
     extra_linear, extra_attention = recompute_flops_per_token(arch, seq, checkpointing)
-    attention_flops = 12 * arch.layers * arch.hidden_size * seq
-    linear = executed_flops_per_token(arch, seq, method) - attention_flops + extra_linear
+    attention_flops = attention_flops_per_token(arch, seq)
+    linear = executed_linear_flops_per_token(arch, method) + extra_linear
     # FlashAttention skips the masked half of causal attention: the hardware does half of the
     # 12·L·h·s that the MFU definition counts (Dao 2023, FlashAttention-2 §3.1).
     attention = (attention_flops + extra_attention) / (2 if accel.supports.flash_attention else 1)
