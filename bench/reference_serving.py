@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import Counter
 
 from bench.offline_rows import PRECISIONS, is_trtllm_bench, predict_offline
-from bench.reference_sources import (INSTANCE_FOR, NEURON_INSTANCE_FOR, row_architecture, strided, model_why_not,
-                                     sources, why_not)
+from bench.reference_sources import (INSTANCE_FOR, NEURON_INSTANCE_FOR, model_why_not, row_accelerator,
+                                     row_architecture, sources, strided, why_not)
 from planner.hardware.catalog import Catalog
 
 
@@ -95,7 +95,7 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
                 itype, accel = catalog.sharded(catalog.instance(node))
             else:
                 itype = catalog.instance(INSTANCE_FOR[r["accelerator"]])
-                accel = catalog.accelerator(itype.accelerator)
+                accel = row_accelerator(catalog, itype, r)
             w, kv = serving_weights(r), "fp8" if str(r.get("kv_precision")).startswith("fp8") else "bf16"
             b, prompt, n = r["concurrency"], r["prompt_tokens"], r["output_tokens"]
             if neuron and r.get("compiled_batch") and r.get("engine") == "tgi":  # a wave's prompts, then its decode

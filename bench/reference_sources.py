@@ -39,6 +39,14 @@ INSTANCE_FOR = {"A100-40GB": "p4d.24xlarge", "A100-80GB": "p4de.24xlarge", "H100
 # while the batch stalls, issue 25); vLLM on NxD Inference (the engine plans deploy) by the planner's own
 # replica_estimate at the compiled batch and `max_context_tokens`' buckets. `itl_definition:
 # llmperf-end-to-end` marks LLMPerf's ITL (TTFT included).
+# A row run outside EC2 on PCIe parts with GPU peer access (`gpu_peer_to_peer: true`: NVIDIA's own L40S
+# servers) is predicted on its part with intra_node_link pcie-p2p; the catalog's parts are EC2's, whose g-family
+# VMs give no peer access (planner/physics/collectives.py).
+def row_accelerator(catalog: Catalog, itype, row: dict):
+    accel = catalog.accelerator(itype.accelerator)
+    return accel.model_copy(update={"intra_node_link": "pcie-p2p"}) if row.get("gpu_peer_to_peer") else accel
+
+
 NEURON_INSTANCE_FOR = {"Trainium2": "trn2.48xlarge", "Inferentia2": "inf2.48xlarge", "Trainium": "trn1.32xlarge"}
 CHECKPOINTING = {"none": "none", "selective": "selective", "full": "full"}
 ARCH_FIELDS = set(Architecture.model_fields)

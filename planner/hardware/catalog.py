@@ -40,6 +40,10 @@ class Accelerator(StrictModel):
     memory_bandwidth_gb_s: MEMORY_BANDWIDTH_GB_S
     tflops: dict[TensorPrecision, TFLOPS | None]
     intra_node_gb_s: INTRA_NODE_GB_S
+    # How a node's devices reach each other (planner/physics/collectives.py): NVLink/NeuronLink, PCIe
+    # peer-to-peer, or PCIe staged through host memory where the platform exposes no GPU peer access
+    # (AWS's g-family virtual machines).
+    intra_node_link: Literal["nvlink", "neuronlink", "pcie-p2p", "pcie-host"] = "nvlink"
     compute_capability: str | None = None
     neuron_generation: str | None = None
     neuron_cores: NEURON_CORES = 1

@@ -13,6 +13,16 @@ from planner.hardware.catalog import Accelerator, InstanceType
 # ~235 of 300 GB/s on NVLink3, ~370 of 450 on NVLink4; EFA all-reduce bus bandwidth on p4d/p5
 # sits at 75-85% of line rate in AWS's nccl-tests results).
 COLLECTIVE_EFFICIENCY = 0.80
+# Without NVLink a ring crosses PCIe, and nccl-tests' all-reduce bus bandwidth is a smaller share of the
+# link's one-way rate (PCIe Gen4 x16: 32 GB/s), measured, not fitted:
+# - peer-to-peer over PCIe: 12.76 GB/s on 4 RTX 4090 at 64 MB (tinygrad/open-gpu-kernel-modules PR #22,
+#   NCCL 2.23.4): 0.40 of the link;
+# - staged through host memory where the platform gives no GPU peer access (NCCL's SHM transport; EC2's
+#   g5/g6 VMs, catalog intra_node_link pcie-host): 3.10 GB/s on 4 A10G on EC2 at 29 MB (pytorch/pytorch
+#   #127077, 2024-05-25, NCCL 2.18.5; vLLM 0.4 shipped NCCL 2.18): 0.097 of the link.
+# Small messages stay latency-bound either way (8 A10 over SHM: 32 KB in 36.8 µs, NVIDIA/nccl #922, about
+# COLLECTIVE_BASE_S plus its bytes at the SHM rate), so the latency below is shared.
+LINK_COLLECTIVE_SHARE = {"nvlink": COLLECTIVE_EFFICIENCY, "pcie-p2p": 0.40, "pcie-host": 0.097}
 # Small-message collective latency fitted to gpt-fast's TP scaling (reference P-39, P-40: 17-29 µs
 # per all-reduce for TP 2-8): a fixed cost plus one per extra rank.
 COLLECTIVE_BASE_S = 15e-6
@@ -20,8 +30,9 @@ COLLECTIVE_PER_RANK_S = 1.5e-6
 
 
 def intra_node_bytes_per_s(accel: Accelerator) -> float:
-    """One-way per-device bandwidth inside a node (vendor NVLink figures add both directions)."""
-    share = efficiency.NEURON_LINK_EFFICIENCY if accel.is_neuron else COLLECTIVE_EFFICIENCY
+    """One-way per-device bandwidth inside a node (vendor NVLink and PCIe figures add both directions)."""
+    neuron = accel.is_neuron or accel.intra_node_link == "neuronlink"
+    share = efficiency.NEURON_LINK_EFFICIENCY if neuron else LINK_COLLECTIVE_SHARE[accel.intra_node_link]
     return accel.intra_node_gb_s * 1e9 / 2 * share
 
 

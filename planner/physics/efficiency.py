@@ -18,26 +18,26 @@ from planner.hardware.catalog import Accelerator
 # Achieved share of peak HBM bandwidth when streaming weights and KV cache in decode. gpt-fast's
 # Llama-2-7B bf16 on one A100-80GB reads 1,397 of 2,039 GB/s (reference P-34); domain.md gives
 # 65-85% as the measured range.
-MEMORY_BANDWIDTH_EFFICIENCY = 0.88
+MEMORY_BANDWIDTH_EFFICIENCY = 0.89
 # Achieved share of peak HBM bandwidth when decode attention reads the KV cache. Paged-attention
 # kernels gather scattered blocks with one thread block per (sequence, head) and reach a lower share
 # than weight GEMV streams: vLLM's PagedAttention V1/V2 decode kernels sit well below the roof at
 # long contexts, FlashInfer's reach 70-90% only with split-KV (Ye et al., FlashInfer, arXiv
 # 2501.01005, Fig. 7). Prior: the weight-stream share until data says otherwise (bench/calibrate.py).
-KV_BANDWIDTH_EFFICIENCY = 0.79
+KV_BANDWIDTH_EFFICIENCY = 0.78
 # Fixed cost of one decode step on a GPU that no roof covers: the engine's scheduler and input
 # preparation on the CPU, kernel launches the CUDA graph does not hide, sampling and detokenisation.
 # vLLM's v0.6 profiling found the GPU idle for much of each step at small batch from this CPU work
 # (vLLM blog 2024-09-05, "vLLM v0.6.0: 2.7x throughput improvement and 5x latency reduction").
-DECODE_STEP_OVERHEAD_S = 0.0023
+DECODE_STEP_OVERHEAD_S = 0.0027
 # Extra cost of each tensor-parallel all-reduce in decode beyond the collective's own latency
 # (planner/physics/collectives.py): every all-reduce is a barrier, so each layer waits for the slowest
 # rank's kernel launches (the launch skew between ranks), twice per layer per step.
-TP_SYNC_OVERHEAD_S = 8e-06
+TP_SYNC_OVERHEAD_S = 4e-06
 # Weight-only quantised kernels dequantise on the fly and reach less of the roof (gpt-fast int8 and
 # int4-g32 rows, reference P-35..P-41). Since the embedding lookup (the 16-bit table no longer counted in the
 # stream) the fit finds int8 kernels streaming as fast as 16-bit ones (0.99, was 0.81) and int4 at 0.82 (was 0.77).
-QUANTISED_BANDWIDTH_FACTOR = {"int8": 0.99, "int4": 0.82}
+QUANTISED_BANDWIDTH_FACTOR = {"int8": 1.0, "int4": 0.83}
 # MXFP4/NVFP4 weight kernels dequantise 4-bit blocks the same way; no published decode row isolates
 # them yet, so int4's fitted factor stands in (issue 28).
 FOUR_BIT_FORMATS = {"mxfp4": "int4", "nvfp4": "int4"}
@@ -112,7 +112,7 @@ PREFILL_FP8_GEMM_EFFICIENCY_FACTOR = 1.14
 # training's shares to 0.79/0.59 and its in-sample error from 9.6% to 15.1% (bench/calibrate.py).
 PREFILL_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.47}
 # Fixed cost of a request before its prefill starts: HTTP, tokenisation, scheduling (NIM TTFT rows).
-REQUEST_OVERHEAD_S = 0.016
+REQUEST_OVERHEAD_S = 0.013
 # Non-matmul traffic per layer in training, bytes per token per hidden unit: Korthikanti's 34 B of
 # stored activations (reference B2) written in the forward, read in the backward, and re-read and
 # re-written by norms, residual adds, activation functions and dropout.
