@@ -20,7 +20,7 @@ from pathlib import Path
 
 
 from bench.planner_choice import unstated_micro_batch, with_planner_choice
-from planner.hardware.catalog import Catalog
+from planner.hardware.catalog import Accelerator, Catalog, InstanceType
 from planner.physics.memory import TrainingSetup, training_model_states
 from planner.physics.pipeline_schedule import MAX_VIRTUAL_STAGES, schedule_options
 from planner.workload.presets import Architecture, presets
@@ -39,17 +39,17 @@ INSTANCE_FOR = {"A100-40GB": "p4d.24xlarge", "A100-80GB": "p4de.24xlarge", "H100
 # while the batch stalls, issue 25); vLLM on NxD Inference (the engine plans deploy) by the planner's own
 # replica_estimate at the compiled batch and `max_context_tokens`' buckets. `itl_definition:
 # llmperf-end-to-end` marks LLMPerf's ITL (TTFT included).
-# A row run outside EC2 on PCIe parts with GPU peer access (`gpu_peer_to_peer: true`: NVIDIA's own L40S
-# servers) is predicted on its part with intra_node_link pcie-p2p; the catalog's parts are EC2's, whose g-family
-# VMs give no peer access (planner/physics/collectives.py).
-def row_accelerator(catalog: Catalog, itype, row: dict):
-    accel = catalog.accelerator(itype.accelerator)
-    return accel.model_copy(update={"intra_node_link": "pcie-p2p"}) if row.get("gpu_peer_to_peer") else accel
-
-
 NEURON_INSTANCE_FOR = {"Trainium2": "trn2.48xlarge", "Inferentia2": "inf2.48xlarge", "Trainium": "trn1.32xlarge"}
 CHECKPOINTING = {"none": "none", "selective": "selective", "full": "full"}
 ARCH_FIELDS = set(Architecture.model_fields)
+
+
+def row_accelerator(catalog: Catalog, itype: InstanceType, row: dict) -> Accelerator:
+    """The row's part as its node had it. The catalog's parts are EC2's, whose g-family VMs give no GPU peer access
+    (planner/physics/collectives.py); a row run outside EC2 with peer access over PCIe (`gpu_peer_to_peer: true`:
+    NVIDIA's own L40S servers) runs on the same part with intra_node_link pcie-p2p."""
+    accel = catalog.accelerator(itype.accelerator)
+    return accel.model_copy(update={"intra_node_link": "pcie-p2p"}) if row.get("gpu_peer_to_peer") else accel
 
 
 @cache
@@ -149,7 +149,7 @@ def training_inputs(catalog: Catalog, row: dict) -> dict:
     itype = catalog.instance(INSTANCE_FOR[row["accelerator"]])
     precision = row["precision"] if row["precision"] in ("bf16", "fp8", "fp16") else "bf16"
     mb, dp = row["micro_batch"], row["dp"]
-    return {"arch": row_architecture(row), "itype": itype, "accel": catalog.accelerator(itype.accelerator),
+    return {"arch": row_architecture(row), "itype": itype, "accel": row_accelerator(catalog, itype, row),
             "precision": precision, "mb": mb, "dp": dp, "zero": _zero(row),
             "setup": TrainingSetup(row.get("method", "full"), precision, "adamw", row.get("grad_precision") or "auto",
                                    row.get("lora_rank") or 16,
