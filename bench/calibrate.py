@@ -51,6 +51,7 @@ def _keyed(name: str, key: str, grid: list[float], prior: float):
 # (efficiency.PREFILL_EFFICIENCY_BY_GENERATION, not fitted on serving rows: see there).
 PARAMETERS = {
     "MEMORY_BANDWIDTH_EFFICIENCY": _scalar("MEMORY_BANDWIDTH_EFFICIENCY", _grid(0.50, 0.90, 0.01), 0.75),
+    "GDDR_BANDWIDTH_EFFICIENCY": _scalar("GDDR_BANDWIDTH_EFFICIENCY", _grid(0.50, 0.90, 0.01), 0.75),
     "KV_BANDWIDTH_EFFICIENCY": _scalar("KV_BANDWIDTH_EFFICIENCY", _grid(0.30, 0.90, 0.01), 0.75),
     "DECODE_STEP_OVERHEAD_S": _scalar("DECODE_STEP_OVERHEAD_S", _grid(0.0, 0.004, 0.0001), 0.0),
     "TP_SYNC_OVERHEAD_S": _scalar("TP_SYNC_OVERHEAD_S", _grid(0.0, 60e-6, 2e-6), 0.0),
@@ -86,8 +87,8 @@ ALL_PARAMETERS = {**PARAMETERS, **NEURON_PARAMETERS}
 # moves a serving constant: a joint descent picked one start for both and landed serving in whichever basin
 # training's best start led to.
 SERVING_METRICS = ("serving tokens/s", "TTFT", "ITL")
-GPU_GROUPS = {"serving": ("MEMORY_BANDWIDTH_EFFICIENCY", "KV_BANDWIDTH_EFFICIENCY", "DECODE_STEP_OVERHEAD_S",
-                          "TP_SYNC_OVERHEAD_S", "QUANTISED_BANDWIDTH_FACTOR[int8]", "QUANTISED_BANDWIDTH_FACTOR[int4]",
+GPU_GROUPS = {"serving": ("MEMORY_BANDWIDTH_EFFICIENCY", "GDDR_BANDWIDTH_EFFICIENCY", "KV_BANDWIDTH_EFFICIENCY",
+                          "DECODE_STEP_OVERHEAD_S", "TP_SYNC_OVERHEAD_S", "QUANTISED_BANDWIDTH_FACTOR[int8]", "QUANTISED_BANDWIDTH_FACTOR[int4]",
                           "REQUEST_OVERHEAD_S"),
               "training": ("GEMM_EFFICIENCY_BY_GENERATION[8]", "GEMM_EFFICIENCY_BY_GENERATION[9]",
                            "FP8_GEMM_EFFICIENCY_FACTOR", "FUSED_KERNELS_FACTOR", "NONMATMUL_BYTES_PER_TOKEN_HIDDEN",

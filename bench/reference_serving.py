@@ -67,6 +67,23 @@ def serving_why_not(row: dict) -> str | None:
     return model_why_not(row)
 
 
+def in_model_tokens(row: dict) -> dict:
+    """The row with its lengths, tokens/s and ITL in the served model's own tokens. A harness that counts tokens
+    with one tokenizer for every model (LLMPerf before mid-2024: Llama 2's 32,000 entries) states how many of its
+    tokens make one of the model's (`counted_tokens_per_model_token`); the planner prefills and decodes the
+    model's tokens. TTFT is a time and keeps its value."""
+    ratio = row.get("counted_tokens_per_model_token")
+    if not ratio:
+        return row
+    converted = {"prompt_tokens": round(row["prompt_tokens"] / ratio),
+                 "output_tokens": round(row["output_tokens"] / ratio)}
+    if isinstance(row.get("tokens_per_s"), (int, float)):
+        converted["tokens_per_s"] = row["tokens_per_s"] / ratio
+    if isinstance(row.get("itl_ms"), (int, float)):
+        converted["itl_ms"] = row["itl_ms"] * ratio
+    return {**row, **converted}
+
+
 def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
     """Closed-loop rows: the planner's continuous-batching estimate; on a GPU engine, clients beyond
     the KV slots held at the mean context wait for a slot (closed_loop.slot_wait_s). Static batches: as
@@ -88,6 +105,7 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
     for source_id, data in sources().items():
         usable = [r for r in data["rows"] if "prompt_tokens" in r and serving_why_not(r) is None]
         for r in strided(usable, cap):
+            r = in_model_tokens(r)
             arch = row_architecture(r)
             neuron = r["accelerator"] in NEURON_INSTANCE_FOR
             if neuron:

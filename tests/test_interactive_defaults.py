@@ -20,15 +20,11 @@ def _plan(**serving):
 def test_no_target_gets_interactive_latency():
     """Quoted: 405B FP8 on EC2 with no target was g6.12xlarge × 7 (TP 4 × PP 7) at 622.8 ms per token."""
     plan = _plan()
-    # since issue 25's PCIe collectives one p5.48xlarge at TP 8, 37.4 ms per token: a g7e.48xlarge's eight GPUs
-    # all-reduce through host memory (no peer access on EC2's g-family VMs) and miss 100 ms. Before, g7e (bundled
-    # since the issue) served it: one g7e.48xlarge at TP 8, 82.7 ms per token (82.8 before the
-    # embedding-lookup refit, 82.4 before the serving-only refit of issue 25's kernel stacks, 80.7 before the
-    # RTX PRO 6000 computed at its sustained clock, 84.4 before the fourth issue-25 refit, 79.6 before the issue-28 data's refit, 81.9 before this session's refit, 76.8 before
-    # prefill ran at its generation's GEMM share: the other clients' prefills in each step take longer; 85.1
-    # before the issue-25 refit, 77.3 before the merged model's refit)
+    # since issue 25's PCIe collectives one p5.48xlarge at TP 8: a g7e.48xlarge's eight GPUs all-reduce through host
+    # memory (no peer access on EC2's g-family VMs) and miss 100 ms (before, one g7e.48xlarge at TP 8, 82.7 ms).
+    # 38.5 ms per token since the GDDR refit (HBM streams 0.86 of its bandwidth, not 0.89): 37.4 ms before it.
     assert (plan.choice.instance_type, plan.choice.nodes, plan.layout.tensor_parallel) == ("p5.48xlarge", 1, 8)
-    assert round(plan.performance.inter_token_latency_s * 1e3, 1) == 37.4
+    assert round(plan.performance.inter_token_latency_s * 1e3, 1) == 38.5
     assert plan.performance.inter_token_latency_s * 1e3 <= 100
     assert plan.performance.time_to_first_token_s <= 2.0
     assert (plan.choice.instance_type, plan.choice.nodes) != ("g6.12xlarge", 7)
@@ -38,15 +34,13 @@ def test_no_target_gets_interactive_latency():
 
 def test_batch_mode_opts_out():
     plan = _plan(mode="batch")
-    # cheapest per hour whatever the latency: g6.12xlarge × 7 at 622.8 ms when the issue was filed; on
-    # today's fleet g7e.12xlarge × 3 (TP 2 × PP 3) at 313.5 ms per token (its TP pair all-reduces through host
-    # memory since issue 25's PCIe collectives; 226.0 before them, 227.0 before the embedding-lookup refit, 224.9 before the serving-only refit of
-    # issue 25's kernel stacks, 218.0 before the RTX PRO 6000 computed at
-    # its sustained clock, 226.1 before the fourth issue-25 refit, 215.1 before the issue-28 data's refit, 221.8 before this session's refit, 201.3 before prefill ran at its
-    # generation's GEMM share, 244.3 before the issue-25 refit, 212.8 before the merged model's refit)
+    # cheapest per hour whatever the latency: g6.12xlarge × 7 at 622.8 ms when the issue was filed; on today's fleet
+    # g7e.12xlarge × 3 (TP 2 × PP 3), its TP pair all-reducing through host memory (issue 25's PCIe collectives).
+    # 345.0 ms per token since the GDDR refit (the RTX PRO 6000's GDDR7 streams 0.73 of its bandwidth, not the HBM
+    # share): 313.5 ms before it.
     assert (plan.choice.instance_type, plan.choice.nodes) == ("g7e.12xlarge", 3)
     assert (plan.layout.tensor_parallel, plan.layout.pipeline_parallel) == (2, 3)
-    assert round(plan.performance.inter_token_latency_s * 1e3, 1) == 313.5
+    assert round(plan.performance.inter_token_latency_s * 1e3, 1) == 345.0
     assert not any(w.startswith("no latency target") for w in plan.warnings)
 
 

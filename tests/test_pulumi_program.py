@@ -73,8 +73,10 @@ def test_autoscaling_targets_the_variant(stack):
     # (p5en.48xlarge since the refit on the issue-28 data: its $79.12/h now meets the targets at the likely edge
     # that only p5.48xlarge's $113.07/h met before; tests/golden/chosen_plans.json). p5.48xlarge again since the
     # PCIe-collectives refit (issue 25): the serving band's slow edge moved from 0.687 to 0.718 of the estimate, so
-    # p5 meets 1,000 tok/s there, and it ranks first on the one EC2-price rule ($68.80/h vs p5en's $79.12/h)
-    assert target["resourceId"] == "endpoint/chat-70b-p5-48xlarge/variant/AllTraffic"
+    # p5 meets 1,000 tok/s there, and it ranks first on the one EC2-price rule ($68.80/h vs p5en's $79.12/h).
+    # p5en.48xlarge again since the GDDR refit: HBM streams 0.86 of its bandwidth (0.89 before) and the band's slow
+    # edge is 0.69, so p5 needs two nodes to meet 1,000 tok/s there and one p5en.48xlarge is cheapest
+    assert target["resourceId"] == "endpoint/chat-70b-p5en-48xlarge/variant/AllTraffic"
     assert target["scalableDimension"] == "sagemaker:variant:DesiredInstanceCount"
     assert target["minCapacity"] == PLANS["chat-70b"].choice.nodes and target["maxCapacity"] == 4
     policy = by_name(stack, "appautoscaling/policy:Policy", "chat-70b-scaling-policy").inputs
@@ -154,7 +156,7 @@ def test_preview_mode_keeps_the_literals_the_policies_read():
     assert by_name(stack, "EndpointConfiguration", "chat-70b-config").inputs["tags"]["gpuplan:layout"].startswith("tp=8")
     # the endpoint's name is set by the program (workload and instance type), so even a preview knows it
     target = by_name(stack, "appautoscaling/target:Target", "chat-70b-scaling-target").inputs
-    assert target["resourceId"] == "endpoint/chat-70b-p5-48xlarge/variant/AllTraffic"  # the plan since the PCIe refit
+    assert target["resourceId"] == "endpoint/chat-70b-p5en-48xlarge/variant/AllTraffic"  # the plan since the GDDR refit
 
 
 @pytest.mark.parametrize("change, message", [

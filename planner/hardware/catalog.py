@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from planner.workload.bounds import (ACCELERATORS_PER_NODE, CAPEX_USD, DEVICE_MEMORY_MIB, INTER_NODE_GBPS, INTRA_NODE_GB_S,
                                      MEMORY_BANDWIDTH_GB_S, NETWORK_CARDS, NEURON_CORES, NODE_MEMORY_GIB, OPEX_USD_PER_YEAR,
-                                     TFLOPS, USD_PER_HOUR, VCPUS, BOARD_POWER_W, CLOCK_RATIO)
+                                     TFLOPS, USD_PER_HOUR, VCPUS, BOARD_POWER_W, CLOCK_RATIO,
+                                     GEMM_SHARE)
 from planner.workload.errors import SpecError, field_path, shown
 from planner.workload.strict import StrictModel
 from planner.hardware.clocks import sustained_clock_fraction  # module level: the search asks ~50,000 times
@@ -44,6 +45,9 @@ class Accelerator(StrictModel):
     # peer-to-peer, or PCIe staged through host memory where the platform exposes no GPU peer access
     # (AWS's g-family virtual machines).
     intra_node_link: Literal["nvlink", "neuronlink", "pcie-p2p", "pcie-host"] = "nvlink"
+    # What the device memory is built from: stacked HBM, or GDDR6/GDDR7 chips on the board, which stream a lower
+    # share of their peak (planner/physics/efficiency.py GDDR_BANDWIDTH_EFFICIENCY).
+    memory_technology: Literal["hbm", "gddr"] = "hbm"
     compute_capability: str | None = None
     neuron_generation: str | None = None
     neuron_cores: NEURON_CORES = 1
@@ -53,6 +57,10 @@ class Accelerator(StrictModel):
     sustained_clock_ratio: CLOCK_RATIO | None = None
     power_limit_w: BOARD_POWER_W | None = None
     board_power_w: BOARD_POWER_W | None = None
+    # The share of its dense BF16 peak a large square BF16 GEMM sustains on this part, where measured at its
+    # sustained clock. The fitted GEMM shares are shares on the parts they were fitted on; a part whose GEMMs reach
+    # a different share of its peak scales them (planner/physics/efficiency.py gemm_share_factor).
+    gemm_share_measured: GEMM_SHARE | None = None
     source: str = ""
     source_date: str = ""
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from planner.hardware.catalog import Catalog
 
 ACCELERATOR_FACTS = ("vendor", "memory_mib", "memory_bandwidth_gb_s", "tflops", "intra_node_gb_s", "intra_node_link",
-                     "compute_capability", "neuron_generation", "neuron_cores", "supports")
+                     "memory_technology", "compute_capability", "neuron_generation", "neuron_cores", "supports")
 INSTANCE_FACTS = ("family", "accelerator", "accelerators_per_node", "vcpus", "memory_gib", "inter_node_gbps", "efa",
                   "network_cards")
 

@@ -117,7 +117,9 @@ def speedup_cap(plan: Plan) -> float:
     if perf.bound == "compute":
         return 1 / (efficiency.NEURON_GEMM_EFFICIENCY if neuron
                     else max(efficiency.DECODE_GEMM_EFFICIENCY_BY_GENERATION.values()))
-    return 1 / (efficiency.NEURON_MEMORY_BANDWIDTH_EFFICIENCY if neuron else efficiency.MEMORY_BANDWIDTH_EFFICIENCY)
+    # the highest share any GPU's stream is assumed to reach (HBM or GDDR), as for compute: no part passes its roof
+    return 1 / (efficiency.NEURON_MEMORY_BANDWIDTH_EFFICIENCY if neuron
+                else max(efficiency.MEMORY_BANDWIDTH_EFFICIENCY, efficiency.GDDR_BANDWIDTH_EFFICIENCY))
 
 
 def _engine(plan: Plan) -> str:

@@ -5,8 +5,8 @@ stays ≤ 1, so nothing is predicted above a roof; the rest are a request overhe
 variability and a byte count. The fitted ones (bench/calibrate.py PARAMETERS) were fitted by
 `python bench/calibrate.py --write` on every source of bench/data/reference.yaml from stated priors;
 `python bench/accuracy.py` reports each source predicted with constants fitted without it (leave-one-source-out).
-The measured ones (GEMM_KERNEL_ROOF, HOPPER_ATTENTION_EFFICIENCY, FP4_GEMM_EFFICIENCY_FACTOR) and those held
-apart from a past fit (PREFILL_EFFICIENCY_BY_GENERATION, DECODE_GEMM_EFFICIENCY_BY_GENERATION,
+The measured ones (GEMM_KERNEL_ROOF, FITTED_PART_GEMM_SHARE, HOPPER_ATTENTION_EFFICIENCY, FP4_GEMM_EFFICIENCY_FACTOR)
+and those held apart from a past fit (PREFILL_EFFICIENCY_BY_GENERATION, DECODE_GEMM_EFFICIENCY_BY_GENERATION,
 PREFILL_FP8_GEMM_EFFICIENCY_FACTOR) say where they come from.
 Estimators read them through this module (`efficiency.NAME`), so the calibration can vary them.
 """
@@ -18,26 +18,31 @@ from planner.hardware.catalog import Accelerator
 # Achieved share of peak HBM bandwidth when streaming weights and KV cache in decode. gpt-fast's
 # Llama-2-7B bf16 on one A100-80GB reads 1,397 of 2,039 GB/s (reference P-34); domain.md gives
 # 65-85% as the measured range.
-MEMORY_BANDWIDTH_EFFICIENCY = 0.89
+MEMORY_BANDWIDTH_EFFICIENCY = 0.86
+# The same share on GDDR6/GDDR7 parts (Accelerator.memory_technology: A10G, L4, L40S, RTX PRO 6000): board memory
+# chips lose more of their peak to DRAM row switches and read/write turnarounds than stacked HBM's many
+# independent channels. Fitted on their own rows (philschmid's A10G, TensorRT-LLM's L40S and AccelMark's L4), prior
+# the HBM share's; it scales the KV cache's share alike (kv_bandwidth).
+GDDR_BANDWIDTH_EFFICIENCY = 0.73
 # Achieved share of peak HBM bandwidth when decode attention reads the KV cache. Paged-attention
 # kernels gather scattered blocks with one thread block per (sequence, head) and reach a lower share
 # than weight GEMV streams: vLLM's PagedAttention V1/V2 decode kernels sit well below the roof at
 # long contexts, FlashInfer's reach 70-90% only with split-KV (Ye et al., FlashInfer, arXiv
 # 2501.01005, Fig. 7). Prior: the weight-stream share until data says otherwise (bench/calibrate.py).
-KV_BANDWIDTH_EFFICIENCY = 0.78
+KV_BANDWIDTH_EFFICIENCY = 0.77
 # Fixed cost of one decode step on a GPU that no roof covers: the engine's scheduler and input
 # preparation on the CPU, kernel launches the CUDA graph does not hide, sampling and detokenisation.
 # vLLM's v0.6 profiling found the GPU idle for much of each step at small batch from this CPU work
 # (vLLM blog 2024-09-05, "vLLM v0.6.0: 2.7x throughput improvement and 5x latency reduction").
-DECODE_STEP_OVERHEAD_S = 0.0027
+DECODE_STEP_OVERHEAD_S = 0.0022
 # Extra cost of each tensor-parallel all-reduce in decode beyond the collective's own latency
 # (planner/physics/collectives.py): every all-reduce is a barrier, so each layer waits for the slowest
 # rank's kernel launches (the launch skew between ranks), twice per layer per step.
-TP_SYNC_OVERHEAD_S = 4e-06
+TP_SYNC_OVERHEAD_S = 8e-06
 # Weight-only quantised kernels dequantise on the fly and reach less of the roof (gpt-fast int8 and
 # int4-g32 rows, reference P-35..P-41). Since the embedding lookup (the 16-bit table no longer counted in the
 # stream) the fit finds int8 kernels streaming as fast as 16-bit ones (0.99, was 0.81) and int4 at 0.82 (was 0.77).
-QUANTISED_BANDWIDTH_FACTOR = {"int8": 1.0, "int4": 0.83}
+QUANTISED_BANDWIDTH_FACTOR = {"int8": 0.97, "int4": 0.79}
 # MXFP4/NVFP4 weight kernels dequantise 4-bit blocks the same way; no published decode row isolates
 # them yet, so int4's fitted factor stands in (issue 28).
 FOUR_BIT_FORMATS = {"mxfp4": "int4", "nvfp4": "int4"}
@@ -83,6 +88,13 @@ FUSED_KERNELS_FACTOR = 1.23
 # GEMM, 0.71 of dense FP8 peak (torch._scaled_mm without fast accumulation, so a lower bound for Transformer Engine's
 # forward GEMMs). No share, fused or FP8-scaled, may pass them.
 GEMM_KERNEL_ROOF = {"bf16": 0.70, "fp16": 0.70, "fp8": 0.71}
+# The share of dense BF16 peak a large square BF16 GEMM sustains on the parts each generation's GEMM, prefill and
+# decode shares were fitted on, measured by one script (zzc0721/torch-performance-test-data database.md, torch 2.8
+# cu128, the best of 4,096-10,240 square): A100 SXM4 80GB 264.5 of 312 TFLOP/s, 0.85 (every Ampere training row is
+# an A100); H100 80GB HBM3 789.2 of 989, 0.80 (Hopper's). A part that states its own share in that script
+# (Accelerator.gemm_share_measured) reaches proportionally more or less of its peak in every GEMM the shares
+# describe (gemm_share_factor), and never more than its own measured share.
+FITTED_PART_GEMM_SHARE = {"8": 0.85, "9": 0.80}
 # Causal attention fwd+bwd on Hopper, share of dense BF16 peak, by stack: the median over the eight Llama-shaped
 # cases (head dim 128, 2k-8k tokens, GQA and MHA) of the same H100 measurement: FlashAttention-2 0.24 (0.18-0.30),
 # cuDNN fused attention 0.46 (0.32-0.53). Measured, not fitted. Datacenter Blackwell (compute capability 10) takes the
@@ -105,14 +117,14 @@ PREFILL_FP8_GEMM_EFFICIENCY_FACTOR = 1.14
 # before their shape factor (planner/physics/prefill_compute.py): the same cuBLAS GEMMs as a training
 # forward, so the values are GEMM_EFFICIENCY_BY_GENERATION's fit on the training rows at b3eef24 (Hopper's lower
 # share of its higher peak holds for prefill too: NIM's 5,000-token H100 prompts). Not refitted on
-# serving rows: refitted leave-one-source-out they drift to 0.95 (Ampere, pulled by the A10G rows, whose
-# catalog tensor peak is unconfirmed) and 0.67 (Hopper, pulled by throughput rows), and held-out TTFT
-# gets worse (30.0% against 20.9% with these, bench LOSO over the TTFT sources). Its own table so
+# serving rows: refitted leave-one-source-out they drift to 0.95 (Ampere, pulled by the A10G rows before the
+# A10G's GEMMs reached their measured share of its peak, gemm_share_factor) and 0.67 (Hopper, pulled by
+# throughput rows), and held-out TTFT gets worse (30.0% against 20.9% with these, bench LOSO over the TTFT sources). Its own table so
 # serving rows never move training's constants: tied to GEMM_EFFICIENCY_BY_GENERATION, the joint fit pulls
 # training's shares to 0.79/0.59 and its in-sample error from 9.6% to 15.1% (bench/calibrate.py).
 PREFILL_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.47}
 # Fixed cost of a request before its prefill starts: HTTP, tokenisation, scheduling (NIM TTFT rows).
-REQUEST_OVERHEAD_S = 0.013
+REQUEST_OVERHEAD_S = 0.002
 # Non-matmul traffic per layer in training, bytes per token per hidden unit: Korthikanti's 34 B of
 # stored activations (reference B2) written in the forward, read in the backward, and re-read and
 # re-written by norms, residual adds, activation functions and dropout.
@@ -181,15 +193,32 @@ def _by_generation(accel: Accelerator, table: dict[str, float]) -> float:
     return table.get(str(_generation(accel)), min(table.values()))
 
 
+def gemm_share_factor(accel: Accelerator) -> float:
+    """How much more (or less) of its peak this part's GEMMs sustain than the parts its generation's shares were
+    fitted on: its measured large-GEMM share over theirs (FITTED_PART_GEMM_SHARE); 1 where it states none. The
+    A10G's tensor cores run at half GA102's full rate, so its GEMMs are bound by their issue rate alone and reach
+    0.99 of its peak where an A100's reach 0.85: 1.17."""
+    if accel.gemm_share_measured is None or accel.is_neuron:
+        return 1.0
+    return accel.gemm_share_measured / _by_generation(accel, FITTED_PART_GEMM_SHARE)
+
+
+def _gemm_share(accel: Accelerator, table: dict[str, float]) -> float:
+    """A generation's fitted GEMM share on this part: × gemm_share_factor, at most the part's measured share."""
+    share = _by_generation(accel, table) * gemm_share_factor(accel)
+    return share if accel.gemm_share_measured is None else min(share, accel.gemm_share_measured)
+
+
 def gemm_efficiency(accel: Accelerator) -> float:
     """No training measurement for accelerators outside the fitted generations: the lowest fitted value."""
-    return NEURON_GEMM_EFFICIENCY if accel.is_neuron else _by_generation(accel, GEMM_EFFICIENCY_BY_GENERATION)
+    return NEURON_GEMM_EFFICIENCY if accel.is_neuron else _gemm_share(accel, GEMM_EFFICIENCY_BY_GENERATION)
 
 
 def training_linear_efficiency(accel: Accelerator, kernels: str, linear_precision: str) -> float:
     """Share of the `linear_precision` peak a training step's large GEMMs sustain (before their shape factor):
     the generation's share, × FUSED_KERNELS_FACTOR for a fused stack on Hopper or later, × the FP8 factor in FP8,
-    at most the measured kernel roof (GEMM_KERNEL_ROOF)."""
+    at most the measured kernel roof (GEMM_KERNEL_ROOF, measured on H100: on a part stating its own large-GEMM share,
+    that roof × its share over H100's)."""
     share = gemm_efficiency(accel)
     if accel.is_neuron:
         return share
@@ -197,7 +226,10 @@ def training_linear_efficiency(accel: Accelerator, kernels: str, linear_precisio
         share *= FUSED_KERNELS_FACTOR
     if linear_precision == "fp8":
         share *= FP8_GEMM_EFFICIENCY_FACTOR
-    return min(share, GEMM_KERNEL_ROOF.get(linear_precision, GEMM_KERNEL_ROOF["bf16"]))
+    roof = GEMM_KERNEL_ROOF.get(linear_precision, GEMM_KERNEL_ROOF["bf16"])
+    if accel.gemm_share_measured is not None:
+        roof *= accel.gemm_share_measured / FITTED_PART_GEMM_SHARE["9"]
+    return min(share, roof)
 
 
 def training_attention_efficiency(accel: Accelerator, kernels: str) -> float:
@@ -217,7 +249,7 @@ def decode_gemm_efficiency(accel: Accelerator, linear_precision: str) -> float:
 def decode_compute_efficiency(accel: Accelerator) -> float:
     """Share of peak a compute-bound decode step's GEMMs and attention sustain: the generation's decode share
     (DECODE_GEMM_EFFICIENCY_BY_GENERATION), Neuron's GEMM share on Neuron."""
-    return NEURON_GEMM_EFFICIENCY if accel.is_neuron else _by_generation(accel, DECODE_GEMM_EFFICIENCY_BY_GENERATION)
+    return NEURON_GEMM_EFFICIENCY if accel.is_neuron else _gemm_share(accel, DECODE_GEMM_EFFICIENCY_BY_GENERATION)
 
 
 def request_overhead_s(accel: Accelerator) -> float:
@@ -226,15 +258,22 @@ def request_overhead_s(accel: Accelerator) -> float:
 
 def prefill_efficiency(accel: Accelerator) -> float:
     """Generations without a prefill measurement (Ada, Blackwell): the lowest fitted share."""
-    return NEURON_PREFILL_EFFICIENCY if accel.is_neuron else _by_generation(accel, PREFILL_EFFICIENCY_BY_GENERATION)
+    return NEURON_PREFILL_EFFICIENCY if accel.is_neuron else _gemm_share(accel, PREFILL_EFFICIENCY_BY_GENERATION)
+
+
+def stream_share(accel: Accelerator) -> float:
+    """Share of peak memory bandwidth a weight stream reaches on this part's memory (HBM or GDDR; Neuron's own)."""
+    if accel.is_neuron:
+        return NEURON_MEMORY_BANDWIDTH_EFFICIENCY
+    return GDDR_BANDWIDTH_EFFICIENCY if accel.memory_technology == "gddr" else MEMORY_BANDWIDTH_EFFICIENCY
 
 
 def kv_bandwidth(accel: Accelerator) -> float:
-    """Bytes/s that decode attention reads the KV cache at (Neuron: the same share as weights,
-    no Neuron measurement separates them)."""
+    """Bytes/s that decode attention reads the KV cache at: the KV kernels' share, on GDDR scaled as the weight
+    stream's is (Neuron: the same share as weights, no Neuron measurement separates them)."""
     if accel.is_neuron:
         return accel.memory_bandwidth_gb_s * 1e9 * NEURON_MEMORY_BANDWIDTH_EFFICIENCY
-    return accel.memory_bandwidth_gb_s * 1e9 * KV_BANDWIDTH_EFFICIENCY
+    return accel.memory_bandwidth_gb_s * 1e9 * KV_BANDWIDTH_EFFICIENCY * stream_share(accel) / MEMORY_BANDWIDTH_EFFICIENCY
 
 
 def decode_overhead_s(accel: Accelerator, tp: int, layers_per_stage: float) -> float:
@@ -251,5 +290,5 @@ def effective_bandwidth(accel: Accelerator, precision: str) -> float:
     factor for it (the int8 rows are latency-bound), so none is applied."""
     if accel.is_neuron:
         return accel.memory_bandwidth_gb_s * 1e9 * NEURON_MEMORY_BANDWIDTH_EFFICIENCY
-    return (accel.memory_bandwidth_gb_s * 1e9 * MEMORY_BANDWIDTH_EFFICIENCY
+    return (accel.memory_bandwidth_gb_s * 1e9 * stream_share(accel)
             * QUANTISED_BANDWIDTH_FACTOR.get(FOUR_BIT_FORMATS.get(precision, precision), 1.0))

@@ -54,5 +54,9 @@ OPEX_USD_PER_YEAR = bounded(0, 100_000_000, "USD/year")
 # (power-capped, air-cooled, the H100 NVL / 96 GB PCIe variants) runs proportionally fewer FLOP/s; a
 # tenth of boost is far below any shipping part's base clock (H100 SXM: 1,590 of 1,980 MHz).
 CLOCK_RATIO = bounded(0.1, 1.0)
+# Share of a part's dense BF16 peak that a large square BF16 GEMM sustains (torch matmul, 4,096-10,240
+# square): A100 0.85, H100 0.80, a half-rate GA102 tensor part (A10G) 0.99 (planner/physics/efficiency.py
+# FITTED_PART_GEMM_SHARE). A twentieth is far below any part a GEMM library targets.
+GEMM_SHARE = bounded(0.05, 1.0)
 # Board power: B300 1,400 W (NVIDIA HGX B300 datasheet); 3,000 W leaves room for the next generation.
 BOARD_POWER_W = bounded(10, 3_000, "W")
