@@ -21,8 +21,9 @@ from planner.hardware.catalog import Accelerator
 MEMORY_BANDWIDTH_EFFICIENCY = 0.86
 # The same share on GDDR6/GDDR7 parts (Accelerator.memory_technology: A10G, L4, L40S, RTX PRO 6000): board memory
 # chips lose more of their peak to DRAM row switches and read/write turnarounds than stacked HBM's many
-# independent channels. Fitted on their own rows (philschmid's A10G, TensorRT-LLM's L40S and AccelMark's L4), prior
-# the HBM share's; it scales the KV cache's share alike (kv_bandwidth).
+# independent channels. Fitted on the GDDR rows in the fit (philschmid's A10G: one A10G decodes Llama 3 8B at 0.74 of
+# 600 GB/s), prior the HBM share's; TensorRT-LLM's L40S and AccelMark's L4 rows are held out and check it (AccelMark's
+# L4 streams ~0.85 at batch 1). It scales the KV cache's share alike (kv_bandwidth).
 GDDR_BANDWIDTH_EFFICIENCY = 0.73
 # Achieved share of peak HBM bandwidth when decode attention reads the KV cache. Paged-attention
 # kernels gather scattered blocks with one thread block per (sequence, head) and reach a lower share
@@ -41,7 +42,7 @@ DECODE_STEP_OVERHEAD_S = 0.0022
 TP_SYNC_OVERHEAD_S = 8e-06
 # Weight-only quantised kernels dequantise on the fly and reach less of the roof (gpt-fast int8 and
 # int4-g32 rows, reference P-35..P-41). Since the embedding lookup (the 16-bit table no longer counted in the
-# stream) the fit finds int8 kernels streaming as fast as 16-bit ones (0.99, was 0.81) and int4 at 0.82 (was 0.77).
+# stream) the fit finds int8 kernels streaming nearly as fast as 16-bit ones (0.97, was 0.81) and int4 at 0.79.
 QUANTISED_BANDWIDTH_FACTOR = {"int8": 0.97, "int4": 0.79}
 # MXFP4/NVFP4 weight kernels dequantise 4-bit blocks the same way; no published decode row isolates
 # them yet, so int4's fitted factor stands in (issue 28).
@@ -119,11 +120,14 @@ PREFILL_FP8_GEMM_EFFICIENCY_FACTOR = 1.14
 # share of its higher peak holds for prefill too: NIM's 5,000-token H100 prompts). Not refitted on
 # serving rows: refitted leave-one-source-out they drift to 0.95 (Ampere, pulled by the A10G rows before the
 # A10G's GEMMs reached their measured share of its peak, gemm_share_factor) and 0.67 (Hopper, pulled by
-# throughput rows), and held-out TTFT gets worse (30.0% against 20.9% with these, bench LOSO over the TTFT sources). Its own table so
+# throughput rows), and held-out TTFT gets worse (30.0% against 20.9% with these, bench LOSO over the TTFT
+# sources). Its own table so
 # serving rows never move training's constants: tied to GEMM_EFFICIENCY_BY_GENERATION, the joint fit pulls
 # training's shares to 0.79/0.59 and its in-sample error from 9.6% to 15.1% (bench/calibrate.py).
 PREFILL_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.47}
-# Fixed cost of a request before its prefill starts: HTTP, tokenisation, scheduling (NIM TTFT rows).
+# Fixed cost of a request before its prefill starts: HTTP, tokenisation, scheduling. Fitted on LMDeploy's, NIM's and
+# LLMPerf's TTFT rows (2 ms since the GDDR refit, 13 ms before it); AccelMark's and GPUStack's held-out first tokens
+# come 13-50 ms later, which no shared constant covers (README, accuracy).
 REQUEST_OVERHEAD_S = 0.002
 # Non-matmul traffic per layer in training, bytes per token per hidden unit: Korthikanti's 34 B of
 # stored activations (reference B2) written in the forward, read in the backward, and re-read and
@@ -273,7 +277,8 @@ def kv_bandwidth(accel: Accelerator) -> float:
     stream's is (Neuron: the same share as weights, no Neuron measurement separates them)."""
     if accel.is_neuron:
         return accel.memory_bandwidth_gb_s * 1e9 * NEURON_MEMORY_BANDWIDTH_EFFICIENCY
-    return accel.memory_bandwidth_gb_s * 1e9 * KV_BANDWIDTH_EFFICIENCY * stream_share(accel) / MEMORY_BANDWIDTH_EFFICIENCY
+    gddr_scale = stream_share(accel) / MEMORY_BANDWIDTH_EFFICIENCY
+    return accel.memory_bandwidth_gb_s * 1e9 * KV_BANDWIDTH_EFFICIENCY * gddr_scale
 
 
 def decode_overhead_s(accel: Accelerator, tp: int, layers_per_stage: float) -> float:
