@@ -54,7 +54,7 @@ def test_a_fine_tune_is_a_cost_per_run_not_730_hours(tmp_path):
     # 16.4 h run on g6e.xlarge until the L40S computed at its sustained clock (0.78 of boost): 5.1 h on p5.4xlarge;
     # since the kernel stacks (issue 25: eager attention on H100 at FlashAttention-2's measured rate) 19.3 h on
     # g6e.xlarge; 17.7 h since the input embedding is a lookup (no 6·V·h per token, issue 25); 18.4 h since the L40S's
-    # GDDR6 streams the adapters' and non-GEMM traffic at the GDDR share (0.73 of its bandwidth)
+    # GDDR6 streams the adapters' traffic at the GDDR share (0.73 of its bandwidth)
     assert "$35/run" in row and "1,359" not in row
     # serving total as in golden/cost_head_unchanged.md (chat-70b on p5en.48xlarge since the GDDR refit)
     assert "Cost unchanged: serving $59,456/month · training runs $35" in result.output

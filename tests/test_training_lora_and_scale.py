@@ -40,8 +40,9 @@ def test_adapter_bytes_by_hand(arch):
 @pytest.mark.parametrize("method, mfu", [("lora", 0.388), ("qlora", 0.337)])
 def test_lora_on_one_l40s_is_not_planned_near_sixty_percent_mfu(method, mfu, tmp_path):
     """The issue's case: LoRA and QLoRA on one L40S were planned at 58.5% and 53.1% MFU; the
-    adapters' unfused kernels and the 408 bytes of non-GEMM traffic per token and hidden unit move through 864 GB/s
-    of GDDR6, streamed at GDDR_BANDWIDTH_EFFICIENCY (0.403 and 0.356 before that share was split from HBM's).
+    adapters' unfused kernels move ~42 MB per token through 864 GB/s of GDDR6, streamed at GDDR_BANDWIDTH_EFFICIENCY
+    (0.403 and 0.356 before that share was split from HBM's; the 408 bytes of non-GEMM traffic per token and
+    hidden unit weigh on the same bandwidth).
     MFU is of the peak the part sustains: the L40S computes at 0.78 of its boost clock (catalog), so 0.388 of
     it is 0.30 of the datasheet's 362 dense TFLOP/s."""
     plan = _lora_plan(method, tmp_path)

@@ -290,10 +290,9 @@ def decode_overhead_s(accel: Accelerator, tp: int, layers_per_stage: float) -> f
 
 
 def effective_bandwidth(accel: Accelerator, precision: str) -> float:
-    """Bytes/s that decode streams at: peak × achieved share × the quantised kernels' factor. Neuron
+    """Bytes/s that decode streams at: peak × the memory's stream_share × the quantised kernels' factor. Neuron
     int8 weight storage is dequantised inside the compiled graph; no Neuron measurement isolates a
     factor for it (the int8 rows are latency-bound), so none is applied."""
-    if accel.is_neuron:
-        return accel.memory_bandwidth_gb_s * 1e9 * NEURON_MEMORY_BANDWIDTH_EFFICIENCY
-    return (accel.memory_bandwidth_gb_s * 1e9 * stream_share(accel)
-            * QUANTISED_BANDWIDTH_FACTOR.get(FOUR_BIT_FORMATS.get(precision, precision), 1.0))
+    kernel = FOUR_BIT_FORMATS.get(precision, precision)
+    quantised = 1.0 if accel.is_neuron else QUANTISED_BANDWIDTH_FACTOR.get(kernel, 1.0)
+    return accel.memory_bandwidth_gb_s * 1e9 * stream_share(accel) * quantised
