@@ -9,7 +9,8 @@ the pieces the estimators compose to what the hardware does kernel by kernel, on
   reference-row GEMM's rate relative to the 8192³ GEMM of the same precision;
 - the rows' layer GEMM factor, measured, and the rows' residuals with it in place of the planner's;
 - FP8 against BF16 GEMMs (FP8_GEMM_EFFICIENCY_FACTOR), attention kernels against the GEMM share;
-- decode's weight stream (MEMORY_BANDWIDTH_EFFICIENCY) and its GEMMs once compute-bound;
+- decode's weight stream (MEMORY_BANDWIDTH_EFFICIENCY), its GEMMs once compute-bound, and between the two roofs
+  (ROOFLINE_SHARPNESS);
 - one Llama layer's forward+backward, eager and compiled, against the planner's compute time for it.
 """
 
@@ -133,6 +134,27 @@ def decode_compute_shares(data: dict, peak_flops: float) -> list[float]:
     return [g["tflops"] * 1e12 / peak_flops for g in data["decode_gemm"] if g["m"] == 1024]
 
 
+def ridge_errors(data: dict, sharpness: float | None) -> list[float]:
+    """Relative error of a rounded roofline on the decode GEMMs near their ridge (M = 64-512), each weight shape
+    that outlasts a launch at M = 1 taken alone: its memory time is its own M = 1 time, its compute time M's FLOPs
+    at its own M = 1,024 rate, combined as efficiency.roofline_s does at `sharpness` (None: the sharp max)."""
+    by_shape: dict[tuple[int, int], dict[int, float]] = {}
+    for g in data["decode_gemm"]:
+        by_shape.setdefault((g["n"], g["k"]), {})[g["m"]] = g["s"]
+    errors = []
+    for (n, k), times in sorted(by_shape.items()):
+        if times[1] < LAUNCH_BOUND_S:
+            continue
+        memory_s, rate = times[1], 2.0 * 1024 * n * k / times[1024]
+        for m in (64, 128, 256, 512):
+            compute_s = 2.0 * m * n * k / rate
+            top = max(memory_s, compute_s)
+            combined = top if sharpness is None else top * ((memory_s / top) ** sharpness
+                                                             + (compute_s / top) ** sharpness) ** (1 / sharpness)
+            errors.append(combined / times[m] - 1)
+    return errors
+
+
 def planner_layer_s(name: str, catalog: Catalog, kernels: str = "eager") -> float:
     """The planner's compute time (matmul and non-matmul, training_time.step_parts) for one device's share of the
     layer's forward+backward: one micro-batch, no recompute, at the layer's TP. The architecture is the layer alone
@@ -194,6 +216,10 @@ def report(catalog: Catalog) -> list[str]:
     compute = decode_compute_shares(data, peak)
     lines.append(f"decode GEMMs at M = 1,024: {min(compute):.2f}-{max(compute):.2f} of dense peak "
                  f"(decode_gemm_efficiency {efficiency.decode_gemm_efficiency(accel, 'bf16'):.2f})")
+    sharp, rounded = ridge_errors(data, None), ridge_errors(data, efficiency.ROOFLINE_SHARPNESS)
+    lines.append(f"decode GEMMs near the ridge (M = 64-512, {len(sharp)} GEMMs): sharp roofline median |error| "
+                 f"{statistics.median(map(abs, sharp)):.1%} (worst {min(sharp):+.0%}), rounded at ROOFLINE_SHARPNESS "
+                 f"{efficiency.ROOFLINE_SHARPNESS} {statistics.median(map(abs, rounded)):.1%}")
     for layer in data["layers"]:
         if "s" in layer:
             mfu = layer["model_tflops"] / (peak / 1e12)

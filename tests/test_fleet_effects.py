@@ -75,4 +75,6 @@ def test_prefill_removes_exactly_the_cached_work():
     shape = {t: forward_gemm_factor(arch, t, 1, accel, accel.peak_flops("bf16"), 2) for t in (16000, 32000)}
     expected = ((linear * 16000 / shape[16000] + attention * (32000**2 - 16000**2))
                 / (linear * 32000 / shape[32000] + attention * 32000**2))
-    assert half / full == pytest.approx(expected, rel=1e-9)  # compute-bound at 32k tokens
+    # compute-bound at 32k tokens: the weight stream, ~1/70 of the math, rounds the corner (efficiency.roofline_s) by
+    # under 1e-5 of a part
+    assert half / full == pytest.approx(expected, rel=1e-6)

@@ -37,7 +37,9 @@ def test_lora_over_sft_step_of_the_nemo_8b_pair(catalog):
     tokens of a packed sequence, and which the model still charges in full)."""
     lora = reference_sources.predict(catalog, _row("dgxc-l3-8b-ft-lora-bf16-8gpu"))[2].step_time_s
     sft = reference_sources.predict(catalog, _row("dgxc-l3-8b-ft-sft-bf16-8gpu"))[2].step_time_s
-    assert lora / sft == pytest.approx(0.765, abs=0.001)  # 0.747 before the kernel-stack refit, 0.754 before the lookup
+    # 0.765 before the rounded roofline's refit (adapters stream at MEMORY_BANDWIDTH_EFFICIENCY 0.84, was 0.86), 0.747
+    # before the kernel-stack refit, 0.754 before the lookup
+    assert lora / sft == pytest.approx(0.766, abs=0.001)
     assert lora / sft < 0.92 / 1.32 * 1.10
 
 

@@ -130,7 +130,8 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
                     * efficiency.decode_compute_efficiency(accel)))
     comm_s = all_to_all_s(arch, batch, ranks, itype, accel)
     overhead_s = efficiency.decode_overhead_s(accel, 1, arch.layers)
-    return DecodeStep(max(memory_s, compute_s) + comm_s + overhead_s, memory_s, compute_s, comm_s, overhead_s)
+    step_s = efficiency.roofline_s(accel, memory_s, compute_s) + comm_s + overhead_s
+    return DecodeStep(step_s, memory_s, compute_s, comm_s, overhead_s)
 
 
 def prefill_s(arch: Architecture, accel: Accelerator, precision: str, ranks: int, prompt_tokens: int,
@@ -146,7 +147,7 @@ def prefill_s(arch: Architecture, accel: Accelerator, precision: str, ranks: int
     compute = prefill_compute_s(arch, accel, precision, 1, new_tokens, linear_flops, attention_flops)
     streamed = rank_weight_bytes(arch, precision, ranks) - lookup_weight_bytes(arch, precision)
     memory = streamed / efficiency.effective_bandwidth(accel, precision)
-    return max(compute, memory) + all_to_all_s(arch, new_tokens * ranks, ranks, itype, accel)
+    return efficiency.roofline_s(accel, memory, compute) + all_to_all_s(arch, new_tokens * ranks, ranks, itype, accel)
 
 
 def tp_kv_capacity_sequences(arch: Architecture, precision: str, kv_precision: str, tp: int, context_tokens: int,

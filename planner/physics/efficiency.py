@@ -5,7 +5,8 @@ stays ≤ 1, so nothing is predicted above a roof; the rest are a request overhe
 variability and a byte count. The fitted ones (bench/calibrate.py PARAMETERS) were fitted by
 `python bench/calibrate.py --write` on every source of bench/data/reference.yaml from stated priors;
 `python bench/accuracy.py` reports each source predicted with constants fitted without it (leave-one-source-out).
-The measured ones (GEMM_KERNEL_ROOF, FITTED_PART_GEMM_SHARE, HOPPER_ATTENTION_EFFICIENCY, FP4_GEMM_EFFICIENCY_FACTOR)
+The measured ones (GEMM_KERNEL_ROOF, FITTED_PART_GEMM_SHARE, HOPPER_ATTENTION_EFFICIENCY, FP4_GEMM_EFFICIENCY_FACTOR,
+ROOFLINE_SHARPNESS)
 and those held apart from a past fit (PREFILL_EFFICIENCY_BY_GENERATION, DECODE_GEMM_EFFICIENCY_BY_GENERATION,
 PREFILL_FP8_GEMM_EFFICIENCY_FACTOR) say where they come from.
 Estimators read them through this module (`efficiency.NAME`), so the calibration can vary them.
@@ -18,7 +19,7 @@ from planner.hardware.catalog import Accelerator
 # Achieved share of peak HBM bandwidth when streaming weights and KV cache in decode. gpt-fast's
 # Llama-2-7B bf16 on one A100-80GB reads 1,397 of 2,039 GB/s (reference P-34); domain.md gives
 # 65-85% as the measured range.
-MEMORY_BANDWIDTH_EFFICIENCY = 0.86
+MEMORY_BANDWIDTH_EFFICIENCY = 0.84
 # The same share on GDDR6/GDDR7 parts (Accelerator.memory_technology: A10G, L4, L40S, RTX PRO 6000): board memory
 # chips lose more of their peak to DRAM row switches and read/write turnarounds than stacked HBM's many
 # independent channels. Fitted on the GDDR rows in the fit (philschmid's A10G: one A10G decodes Llama 3 8B at 0.74 of
@@ -30,20 +31,21 @@ GDDR_BANDWIDTH_EFFICIENCY = 0.73
 # than weight GEMV streams: vLLM's PagedAttention V1/V2 decode kernels sit well below the roof at
 # long contexts, FlashInfer's reach 70-90% only with split-KV (Ye et al., FlashInfer, arXiv
 # 2501.01005, Fig. 7). Prior: the weight-stream share until data says otherwise (bench/calibrate.py).
-KV_BANDWIDTH_EFFICIENCY = 0.77
+KV_BANDWIDTH_EFFICIENCY = 0.73
 # Fixed cost of one decode step on a GPU that no roof covers: the engine's scheduler and input
 # preparation on the CPU, kernel launches the CUDA graph does not hide, sampling and detokenisation.
 # vLLM's v0.6 profiling found the GPU idle for much of each step at small batch from this CPU work
 # (vLLM blog 2024-09-05, "vLLM v0.6.0: 2.7x throughput improvement and 5x latency reduction").
-DECODE_STEP_OVERHEAD_S = 0.0022
+DECODE_STEP_OVERHEAD_S = 0.0019
 # Extra cost of each tensor-parallel all-reduce in decode beyond the collective's own latency
 # (planner/physics/collectives.py): every all-reduce is a barrier, so each layer waits for the slowest
 # rank's kernel launches (the launch skew between ranks), twice per layer per step.
-TP_SYNC_OVERHEAD_S = 8e-06
+TP_SYNC_OVERHEAD_S = 1e-05
 # Weight-only quantised kernels dequantise on the fly and reach less of the roof (gpt-fast int8 and
 # int4-g32 rows, reference P-35..P-41). Since the embedding lookup (the 16-bit table no longer counted in the
-# stream) the fit finds int8 kernels streaming nearly as fast as 16-bit ones (0.97, was 0.81) and int4 at 0.79.
-QUANTISED_BANDWIDTH_FACTOR = {"int8": 0.97, "int4": 0.79}
+# stream) the fit finds int8 kernels at 0.83-0.97 of 16-bit ones (0.83 since the rounded roofline; 0.81 before the
+# lookup) and int4 at 0.74-0.79: a weakly held pair, as AccelMark's held-out w8a16/w4a16 rows are its only check.
+QUANTISED_BANDWIDTH_FACTOR = {"int8": 0.83, "int4": 0.74}
 # MXFP4/NVFP4 weight kernels dequantise 4-bit blocks the same way; no published decode row isolates
 # them yet, so int4's fitted factor stands in (issue 28).
 FOUR_BIT_FORMATS = {"mxfp4": "int4", "nvfp4": "int4"}
@@ -111,6 +113,15 @@ HOPPER_ATTENTION_EFFICIENCY = {"eager": 0.24, "fused": 0.46}
 # users from within 12% to 19% off, TRT-LLM's L40S 2,048-token rows to 23%). Not fitted (as PREFILL_EFFICIENCY below).
 # Decode GEMMs measured on H100 at M = 1,024: 0.63-0.80 (bench/kernel_check.py): Hopper's 0.63 is no faster.
 DECODE_GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.59, "9": 0.63}
+# How sharply a GPU kernel turns from its memory roof to its compute roof (Williams et al., "Roofline", CACM 2009,
+# draw the corner sharp: time = max(bytes ÷ bandwidth, FLOPs ÷ peak)). Near the corner a real kernel reaches neither
+# roof, since it cannot stream a tile while it multiplies the last one perfectly, so its time is the p-norm
+# (memory_s^p + compute_s^p)^(1/p) of the two (roofline_s). Measured, not fitted: on one H100's cuBLAS BF16 GEMMs
+# of decode's shapes (bench/data/device/h100-2026-11-24.json, "decode_gemm": the three weights large enough not to
+# be launch-bound, M = 64-512 rows) the sharp corner is fast at 10 of 12 points, by up to 20% at M = 128-256 (median
+# |error| 6.5%); p = 3 puts the median within 4.0%, signed -1% (2.5: 4.7%, 4: 5.3%; bench/kernel_check.py
+# ridge_errors). Neuron compiles its own schedule: sharp there.
+ROOFLINE_SHARPNESS = 3.0
 # FP8 prefill's share relative to BF16 prefill's: the FP8 factor of the same fit (9957dbc), for the same reason; in
 # training the FP8 share now stops at the measured FP8 roof, so the training rows no longer inform a prefill factor.
 PREFILL_FP8_GEMM_EFFICIENCY_FACTOR = 1.14
@@ -126,9 +137,10 @@ PREFILL_FP8_GEMM_EFFICIENCY_FACTOR = 1.14
 # training's shares to 0.79/0.59 and its in-sample error from 9.6% to 15.1% (bench/calibrate.py).
 PREFILL_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.47}
 # Fixed cost of a request before its prefill starts: HTTP, tokenisation, scheduling. Fitted on LMDeploy's, NIM's and
-# LLMPerf's TTFT rows (2 ms since the GDDR refit, 13 ms before it); AccelMark's and GPUStack's held-out first tokens
-# come 13-50 ms later, which no shared constant covers (README, accuracy).
-REQUEST_OVERHEAD_S = 0.002
+# LLMPerf's TTFT rows: 0 ms since the rounded roofline (roofline_s) slowed their short prompts' prefills, 2 ms at the
+# GDDR refit, 13 ms before it. AccelMark's vLLM 0.7.3 and GPUStack's held-out first tokens come 15-50 ms later,
+# which no shared constant covers (AccelMark's vLLM 0.20.1 ones do not: README, accuracy).
+REQUEST_OVERHEAD_S = 0.0
 # Non-matmul traffic per layer in training, bytes per token per hidden unit: Korthikanti's 34 B of
 # stored activations (reference B2) written in the forward, read in the backward, and re-read and
 # re-written by norms, residual adds, activation functions and dropout.
@@ -254,6 +266,16 @@ def decode_compute_efficiency(accel: Accelerator) -> float:
     """Share of peak a compute-bound decode step's GEMMs and attention sustain: the generation's decode share
     (DECODE_GEMM_EFFICIENCY_BY_GENERATION), Neuron's GEMM share on Neuron."""
     return NEURON_GEMM_EFFICIENCY if accel.is_neuron else _gemm_share(accel, DECODE_GEMM_EFFICIENCY_BY_GENERATION)
+
+
+def roofline_s(accel: Accelerator, memory_s: float, compute_s: float) -> float:
+    """Seconds of a kernel with `memory_s` of streaming and `compute_s` of math: the roofline's corner rounded by
+    ROOFLINE_SHARPNESS on GPUs (never below either roof), the sharp max on Neuron."""
+    top = max(memory_s, compute_s)
+    if accel.is_neuron or top <= 0:
+        return top
+    p = ROOFLINE_SHARPNESS  # scaled by the larger roof so that no power under- or overflows
+    return top * ((memory_s / top) ** p + (compute_s / top) ** p) ** (1 / p)
 
 
 def request_overhead_s(accel: Accelerator) -> float:

@@ -60,8 +60,9 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
                 tp: int, pp: int, batch: int, context_tokens: float,
                 ep_nodes: int = 1, itype: InstanceType | None = None) -> DecodeStep:
     """One decode step for `batch` sequences at `context_tokens` each (domain.md): per stage, the GEMMs'
-    max(weight bytes ÷ achieved bandwidth, FLOPs ÷ achieved peak), then attention's max(KV bytes ÷ its
-    bandwidth, FLOPs ÷ achieved peak), + TP all-reduces; a token passes
+    roofline of weight bytes ÷ achieved bandwidth and FLOPs ÷ achieved peak, then attention's of KV bytes ÷
+    its bandwidth and FLOPs ÷ achieved peak (each corner rounded: efficiency.roofline_s), + TP all-reduces; a
+    token passes
     every stage in turn. With expert parallelism over `ep_nodes` nodes (planner/physics/expert_parallel.py)
     a device reads 1/ep_nodes of the touched experts, a node attends for its share of the batch, and
     each MoE layer adds a dispatch and a combine all-to-all across the nodes."""
@@ -89,9 +90,11 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     overhead_s = efficiency.decode_overhead_s(accel, tp, arch.layers / pp)
     # Per-kernel roofline (Williams et al., "Roofline", CACM 2009, per kernel): a layer's GEMMs (weight
     # stream vs their FLOPs) and its attention kernel (KV stream vs its FLOPs) run one after another on
-    # the stream, so each is bound by its own roof and the step is their sum. At large batch the GEMMs
+    # the stream, so each is bound by its own roof (its corner rounded, efficiency.roofline_s: near the ridge a kernel
+    # reaches neither roof) and the step is their sum. At large batch the GEMMs
     # turn compute-bound while attention stays KV-bound: one max over the totals would overlap them.
-    stage_s = max(weights_s, gemm_s) + max(kv_s, attention_s) + comm_s + overhead_s
+    stage_s = (efficiency.roofline_s(accel, weights_s, gemm_s) + efficiency.roofline_s(accel, kv_s, attention_s)
+               + comm_s + overhead_s)
     return DecodeStep(stage_s * pp, memory_s * pp, compute_s * pp, comm_s * pp, overhead_s * pp)
 
 
@@ -118,7 +121,7 @@ def prefill_s(arch: Architecture, accel: Accelerator, precision: str, tp: int, p
     if pp > 1:
         hop = inter_node_bytes_per_s(itype) if itype is not None else intra_node_bytes_per_s(accel)
         comm += (pp - 1) * activations / tp / hop
-    return max(compute, memory) + comm
+    return efficiency.roofline_s(accel, memory, compute) + comm
 
 
 @dataclass(frozen=True)
