@@ -8,19 +8,12 @@ import statistics
 import pytest
 
 from bench import kernel_check
-from planner.hardware.catalog import bundled
 from planner.physics import efficiency
 from planner.physics.performance import decode_step, prefill_s
-from planner.workload.presets import presets
 
 
 @pytest.fixture(scope="module")
-def catalog():
-    return bundled()
-
-
-@pytest.fixture(scope="module")
-def h100(catalog):
+def h100(catalog):  # catalog: tests/conftest.py
     return catalog.accelerator("H100-80GB")
 
 
@@ -54,23 +47,23 @@ def test_the_sharpness_is_the_one_the_h100_measurement_prefers():
     assert max(map(abs, kernel_check.ridge_errors(data, 3.0))) < 0.17
 
 
-def test_decode_slows_where_the_gemms_sit_at_the_ridge_and_not_at_batch_one(h100, monkeypatch):
+def test_decode_slows_where_the_gemms_sit_at_the_ridge_and_not_at_batch_one(h100, arch, monkeypatch):
     """Llama 3.1 70B FP8 on one H100: at batch 1 the weight stream dwarfs the GEMMs' math and the step barely moves;
     at the batch where both roofs meet, the GEMM part of the step is 2^(1/3) of the sharp corner's."""
-    arch = presets()["llama-3.1-70b"]
-    rounded = {b: decode_step(arch, h100, "fp8", "fp8", 1, 1, b, 1152) for b in (1, 200)}
+    llama = arch["llama-3.1-70b"]
+    rounded = {b: decode_step(llama, h100, "fp8", "fp8", 1, 1, b, 1152) for b in (1, 200)}
     monkeypatch.setattr(efficiency, "ROOFLINE_SHARPNESS", 200.0)  # the sharp corner, to within 0.4%
-    sharp = {b: decode_step(arch, h100, "fp8", "fp8", 1, 1, b, 1152) for b in (1, 200)}
+    sharp = {b: decode_step(llama, h100, "fp8", "fp8", 1, 1, b, 1152) for b in (1, 200)}
     assert rounded[1].seconds / sharp[1].seconds == pytest.approx(1.0, abs=0.003)
     assert 1.10 < rounded[200].seconds / sharp[200].seconds < 1.26
 
 
-def test_a_short_prompt_prefills_slower_than_the_sharp_corner(h100, monkeypatch):
+def test_a_short_prompt_prefills_slower_than_the_sharp_corner(h100, arch, monkeypatch):
     """A 128-token prompt on Llama 3 8B at TP 1 is near the ridge (its math ~2x its weight stream at the prefill
     share): its prefill is 1.03-1.26 times the sharp corner's; a 1,024-token one is compute-bound and moves under 1%."""
-    arch = presets()["llama-3-8b"]
-    rounded = [prefill_s(arch, h100, "bf16", 1, 1, n) for n in (128, 1024)]
+    llama = arch["llama-3-8b"]
+    rounded = [prefill_s(llama, h100, "bf16", 1, 1, n) for n in (128, 1024)]
     monkeypatch.setattr(efficiency, "ROOFLINE_SHARPNESS", 200.0)
-    sharp = [prefill_s(arch, h100, "bf16", 1, 1, n) for n in (128, 1024)]
+    sharp = [prefill_s(llama, h100, "bf16", 1, 1, n) for n in (128, 1024)]
     assert 1.03 < rounded[0] / sharp[0] < 1.26
     assert rounded[1] / sharp[1] == pytest.approx(1.0, abs=0.01)
