@@ -148,9 +148,8 @@ def ridge_errors(data: dict, sharpness: float | None) -> list[float]:
         memory_s, rate = times[1], 2.0 * 1024 * n * k / times[1024]
         for m in (64, 128, 256, 512):
             compute_s = 2.0 * m * n * k / rate
-            top = max(memory_s, compute_s)
-            combined = top if sharpness is None else top * ((memory_s / top) ** sharpness
-                                                             + (compute_s / top) ** sharpness) ** (1 / sharpness)
+            combined = (max(memory_s, compute_s) if sharpness is None
+                        else efficiency.rounded_max(memory_s, compute_s, sharpness))
             errors.append(combined / times[m] - 1)
     return errors
 

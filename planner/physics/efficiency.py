@@ -271,11 +271,16 @@ def decode_compute_efficiency(accel: Accelerator) -> float:
 def roofline_s(accel: Accelerator, memory_s: float, compute_s: float) -> float:
     """Seconds of a kernel with `memory_s` of streaming and `compute_s` of math: the roofline's corner rounded by
     ROOFLINE_SHARPNESS on GPUs (never below either roof), the sharp max on Neuron."""
+    return max(memory_s, compute_s) if accel.is_neuron else rounded_max(memory_s, compute_s, ROOFLINE_SHARPNESS)
+
+
+def rounded_max(memory_s: float, compute_s: float, sharpness: float) -> float:
+    """(memory_s^p + compute_s^p)^(1/p) at p = `sharpness`, scaled by the larger of the two so that no power under- or
+    overflows."""
     top = max(memory_s, compute_s)
-    if accel.is_neuron or top <= 0:
+    if top <= 0:
         return top
-    p = ROOFLINE_SHARPNESS  # scaled by the larger roof so that no power under- or overflows
-    return top * ((memory_s / top) ** p + (compute_s / top) ** p) ** (1 / p)
+    return top * ((memory_s / top) ** sharpness + (compute_s / top) ** sharpness) ** (1 / sharpness)
 
 
 def request_overhead_s(accel: Accelerator) -> float:
@@ -297,10 +302,10 @@ def stream_share(accel: Accelerator) -> float:
 def kv_bandwidth(accel: Accelerator) -> float:
     """Bytes/s that decode attention reads the KV cache at: the KV kernels' share, on GDDR scaled as the weight
     stream's is (Neuron: the same share as weights, no Neuron measurement separates them)."""
-    if accel.is_neuron:
-        return accel.memory_bandwidth_gb_s * 1e9 * NEURON_MEMORY_BANDWIDTH_EFFICIENCY
-    gddr_scale = stream_share(accel) / MEMORY_BANDWIDTH_EFFICIENCY
-    return accel.memory_bandwidth_gb_s * 1e9 * KV_BANDWIDTH_EFFICIENCY * gddr_scale
+    share = stream_share(accel)
+    if not accel.is_neuron:
+        share *= KV_BANDWIDTH_EFFICIENCY / MEMORY_BANDWIDTH_EFFICIENCY
+    return accel.memory_bandwidth_gb_s * 1e9 * share
 
 
 def decode_overhead_s(accel: Accelerator, tp: int, layers_per_stage: float) -> float:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import partial
 
 from planner.physics import efficiency
 from planner.hardware.catalog import Accelerator, InstanceType
@@ -173,7 +172,7 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
     if speculation is not None:  # planner/physics/speculative.py: k draft steps + one k+1-position target pass per step
         draft = decode_step(speculation.draft, accel, precision, kv_precision, tp, pp, batch, mean_context)
         step_s = seconds_per_token(step.memory_s, step.compute_s, step.communication_s + step.overhead_s,
-                                   draft.seconds, speculation, partial(efficiency.roofline_s, accel))
+                                   draft.seconds, speculation, accel)
     # the other sequences sharing its device (its rank's own under DP attention) interleave their prefills
     peers = -(-batch // (tp * ep_nodes)) if attention_dp and itype is not None else batch
     inter_token = step_s + (peers - 1) / output_tokens * prefill  # the others' prefills; its own is in TTFT

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.hardware.catalog import Accelerator
+from planner.physics import efficiency
 from planner.workload.presets import Architecture
 
 
@@ -29,11 +31,10 @@ def expected_tokens_per_step(acceptance_rate: float, tokens: int) -> float:
 
 
 def seconds_per_token(verify_memory_s: float, verify_compute_s: float, verify_comm_s: float,
-                      draft_step_s: float, spec: Speculation, roofline=max) -> float:
+                      draft_step_s: float, spec: Speculation, accel: Accelerator) -> float:
     """One speculative step over the tokens it emits: the target's pass reads its weights and KV once
-    but computes k+1 positions (its time the `roofline` of the two: efficiency.roofline_s on GPUs, whose corner
-    is rounded), then the draft runs k decode steps."""
-    verify_s = roofline(verify_memory_s, verify_compute_s * (spec.tokens + 1)) + verify_comm_s
+    but computes k+1 positions (the roofline of the two, efficiency.roofline_s), then the draft runs k decode steps."""
+    verify_s = efficiency.roofline_s(accel, verify_memory_s, verify_compute_s * (spec.tokens + 1)) + verify_comm_s
     step_s = verify_s + spec.tokens * draft_step_s
     return step_s / expected_tokens_per_step(spec.acceptance_rate, spec.tokens)
 
