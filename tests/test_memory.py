@@ -159,3 +159,37 @@ def test_quoted_8b_fsdp_run_fits_its_96_gb_card():
     need = training_memory(arch, setup, 1, 1, 8, 3, 2, 1, "op", True).total / GIB
     assert need == pytest.approx(65.5, abs=0.1)
     assert need < 96e9 * 0.9 / GIB
+
+
+def test_bitsandbytes_qlora_keeps_each_base_matmuls_input():
+    """bitsandbytes' MatMul4Bit keeps its input for the backward (`ctx.tensors = (A, B)`), a frozen nn.Linear does
+    not: per layer 2 B × s·b × (3h + f), for Llama 2 7B at 2 × 512 tokens 47.7 MB, 1.42 GiB over 32 layers. torchao's
+    NF4 (torchtune) keeps nothing, LoRA keeps nothing, and under full recompute only the layer being recomputed does."""
+    from dataclasses import replace
+    from planner.physics.memory import quantized_base_input_bytes_per_layer
+    llama = presets()["llama-2-7b"]
+    per_layer = quantized_base_input_bytes_per_layer(512, 2, llama, 1)
+    assert per_layer == 2 * 1024 * (3 * 4096 + 11008) == 47_710_208
+    qlora = TrainingSetup("qlora", "bf16", "adamw", "auto", 32, 512)
+
+    def activations(setup, checkpointing):
+        return training_memory(llama, setup, 1, 1, 1, 0, 2, 4, checkpointing, True).activations
+
+    torchao = replace(qlora, nf4_kernels="torchao")
+    lora = replace(qlora, method="lora")
+    assert activations(qlora, "none") - activations(torchao, "none") == pytest.approx(32 * per_layer)
+    assert activations(torchao, "none") == activations(lora, "none")
+    assert activations(qlora, "full") - activations(torchao, "full") == pytest.approx(per_layer)
+
+
+@pytest.mark.parametrize("row_id, published_gib", [
+    ("litgpt-a10g-llama-2-7b-qlora", 12.74), ("litgpt-a10g-llama-3-8b-qlora", 16.21),
+    ("litgpt-a10g-mistral-7b-qlora", 13.31), ("litgpt-a10g-llama-3p2-1b-qlora", 5.15),
+    ("litgpt-a10g-llama-3p2-3b-qlora", 9.59)])
+def test_litgpt_qlora_peaks_within_a_fifth(catalog, row_id, published_gib):
+    """LitGPT's QLoRA peaks on one A10G (config hub @00af8b0): with bitsandbytes' kept inputs the planner is
+    14-17% under each (it was 24-35% under with Llama 3.2's tables counted untied). The rest is not explained: the
+    LoRA rows of the same configs are within 4%."""
+    from bench.reference_sources import memory_rows
+    predicted = dict(memory_rows(catalog, lambda row_id, metric, source, setup, need, published: (row_id, need)))
+    assert -0.20 < predicted[row_id] / published_gib - 1 < -0.10

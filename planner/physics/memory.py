@@ -199,6 +199,16 @@ def op_activation_bytes_per_layer(seq: int, micro_batch: int, arch: Architecture
     return ACTIVATION_BYTES * seq * micro_batch * width / tp
 
 
+def quantized_base_input_bytes_per_layer(seq: int, micro_batch: int, arch: Architecture, tp: int) -> float:
+    """What a QLoRA layer keeps beyond a LoRA one: bitsandbytes' 4-bit matmul keeps its input for the backward
+    whenever that input needs a gradient (bitsandbytes/autograd/_functions.py MatMul4Bit.forward,
+    `ctx.tensors = (A, B)`), though a frozen weight's gradient never reads it; a frozen nn.Linear keeps nothing.
+    The inputs no other operator keeps: the attention's normed input (q, k, v), the attention output reshaped for
+    the output projection, the MLP's normed input (gate, up) and the down projection's input:
+    2 × s·b × (3h + f) / t bytes. torchao's NF4 (torchtune) keeps only the weight (LinearNF4.forward)."""
+    return ACTIVATION_BYTES * seq * micro_batch * (3 * arch.hidden_size + arch.ffn_hidden_size) / tp
+
+
 def optimizer_state_bytes(optimizer: str, mixed_precision: bool) -> float:
     """Bytes per trained parameter: fp32 master copy (mixed precision only) + moment estimates.
     Adam/AdamW keep m and v (ZeRO paper's K = 12 with the master copy); SGD keeps momentum;
@@ -251,6 +261,9 @@ class TrainingSetup:
     # that is not a parameter, the output head's excepted): one layer's share stays on the GPU.
     activation_offload: bool = False
     lora_targets: str = "all"  # the matrices LoRA adapts (planner/physics/lora_traffic.py LORA_TARGETS)
+    # QLoRA's 4-bit kernels: bitsandbytes (HF PEFT, Axolotl, LitGPT, Unsloth) keep each base matmul's input,
+    # torchao's NF4 (torchtune) does not (quantized_base_input_bytes_per_layer).
+    nf4_kernels: str = "bitsandbytes"
     # The training kernel stack, eager or fused (efficiency.FUSED_KERNELS_FACTOR): the step's speed, not its memory.
     kernels: str = "eager"
 
@@ -347,6 +360,10 @@ def training_memory(arch: Architecture, setup: TrainingSetup, tp: int, pp: int, 
         weights += gathered
         grads += unsharded_grads
     per_layer = activation_bytes_per_layer(seq, micro_batch, arch, tp, checkpointing, flash_attention)
+    kept_inputs = quantized_base_input_bytes_per_layer(seq, micro_batch, arch, tp) \
+        if setup.method == "qlora" and setup.nf4_kernels == "bitsandbytes" else 0.0
+    if checkpointing != "full":  # under full recompute only the layer being recomputed keeps them
+        per_layer += kept_inputs
     in_flight = min(pp, microbatches)
     layers_here = math.ceil(arch.layers / pp)
     if setup.activation_offload:  # the layer whose backward runs holds its activations back on the GPU
@@ -356,7 +373,7 @@ def training_memory(arch: Architecture, setup: TrainingSetup, tp: int, pp: int, 
         if pp > 1 and virtual_stages > 1:
             activations *= 1 + (pp - 1) / (pp * virtual_stages)
     if checkpointing == "full":  # one layer's full working set during its recomputation
-        activations += activation_bytes_per_layer(seq, micro_batch, arch, tp, "none", flash_attention)
+        activations += activation_bytes_per_layer(seq, micro_batch, arch, tp, "none", flash_attention) + kept_inputs
     logits = seq * micro_batch * arch.vocab_size / tp * logit_bytes_per_token_entry(setup.loss_chunks)
     return MemoryBreakdown(weights=weights, activations=activations + logits, gradients=grads,
                            optimizer=optimizer, overhead=runtime_overhead_bytes(tp * pp * dp, neuron))
