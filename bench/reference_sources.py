@@ -220,8 +220,9 @@ def model_state_bytes(catalog: Catalog, row: dict) -> float:
 def below_model_states(catalog: Catalog) -> list[str]:
     """Rows whose published peak is smaller than the model states their stated layout must hold (LitGPT's
     Llama 3.2 1B and 3B full fine-tunes, published as 1xA10G at 8.7 and 16.5 GB: bf16-true AdamW keeps
-    8 bytes per parameter, 12.0 and 28.8 GB with LitGPT's untied tables, more than the 3B's A10G has): not the stated layout, so no
-    memory model can reproduce them. Dropped from the peak-memory comparison and listed, like implausible()."""
+    8 bytes per parameter, 12.0 and 28.8 GB with LitGPT's untied tables, more than the 3B's A10G has): not the
+    stated layout, so no memory model can reproduce them. Dropped from the peak-memory comparison and listed, like
+    implausible()."""
     return [r["id"] for _, r in _peak_memory_rows(catalog)  # offloaded states are not on the GPU
             if not r.get("offload_optimizer") and r["peak_memory_gib"] * 2**30 < model_state_bytes(catalog, r)]
 

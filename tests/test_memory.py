@@ -163,8 +163,9 @@ def test_quoted_8b_fsdp_run_fits_its_96_gb_card():
 
 def test_bitsandbytes_qlora_keeps_each_base_matmuls_input():
     """bitsandbytes' MatMul4Bit keeps its input for the backward (`ctx.tensors = (A, B)`), a frozen nn.Linear does
-    not: per layer 2 B × s·b × (3h + f), for Llama 2 7B at 2 × 512 tokens 47.7 MB, 1.42 GiB over 32 layers. torchao's
-    NF4 (torchtune) keeps nothing, LoRA keeps nothing, and under full recompute only the layer being recomputed does."""
+    not: per layer 2 B × s·b × (3h + f), for Llama 2 7B at 2 × 512 tokens 47.7 MB, 1.42 GiB over 32 layers.
+    torchao's NF4 (torchtune) keeps nothing, LoRA keeps nothing, and under full recompute only the layer being
+    recomputed does."""
     from dataclasses import replace
     from planner.physics.memory import quantized_base_input_bytes_per_layer
     llama = presets()["llama-2-7b"]

@@ -261,7 +261,7 @@ class TrainingSetup:
     # that is not a parameter, the output head's excepted): one layer's share stays on the GPU.
     activation_offload: bool = False
     lora_targets: str = "all"  # the matrices LoRA adapts (planner/physics/lora_traffic.py LORA_TARGETS)
-    # QLoRA's 4-bit kernels: bitsandbytes (HF PEFT, Axolotl, LitGPT, Unsloth) keep each base matmul's input,
+    # QLoRA's 4-bit kernels: bitsandbytes (HF PEFT and LitGPT run them) keep each base matmul's input,
     # torchao's NF4 (torchtune) does not (quantized_base_input_bytes_per_layer).
     nf4_kernels: str = "bitsandbytes"
     # The training kernel stack, eager or fused (efficiency.FUSED_KERNELS_FACTOR): the step's speed, not its memory.
