@@ -183,7 +183,8 @@ def _zero(row: dict) -> int:
 #   (fms_fsdp/config/training.py `selective_checkpointing = 1`: every block), which the published
 #   HFU / MFU of 0.74 / 0.55 = 1.35 ≈ 8/6 (every block's forward recomputed) confirms.
 # - torchtune: bf16 parameters, gradients and AdamW states (no master copy); its configs enable
-#   activation checkpointing of every layer unless a row says otherwise.
+#   activation checkpointing of every layer unless a row says otherwise; QLoRA's NF4 base runs torchao's kernels
+#   (FRAMEWORK_NF4_KERNELS; every other code base here runs bitsandbytes').
 # - litgpt: precision bf16-true, every state in bf16.
 # - nemo-megatron: the launcher's GPT configs train with `distributed_fused_adam` (optimizer states
 #   sharded over data parallelism, ZeRO-1) where the table leaves ZeRO unstated.
@@ -191,6 +192,7 @@ FRAMEWORK_MEMORY = {"torchtitan": ("fp32-sharded", {"selective": "op"}),
                     "fms-fsdp": ("fp32-sharded", {"selective": "full"}),
                     "torchtune": ("bf16", {"not stated": "full"}),
                     "litgpt": ("bf16", {})}
+FRAMEWORK_NF4_KERNELS = {"torchtune": "torchao"}  # TrainingSetup.nf4_kernels; default bitsandbytes
 DISTRIBUTED_OPTIMIZER_FRAMEWORKS = ("nemo-megatron",)
 
 
@@ -203,7 +205,7 @@ def memory_inputs(catalog: Catalog, row: dict) -> dict:
                          optimizer_in_backward=bool(row.get("optimizer_in_backward")),
                          loss_chunks=row.get("loss_chunks") or 1,
                          activation_offload=bool(row.get("activation_offload")),
-                         nf4_kernels="torchao" if row.get("framework") == "torchtune" else "bitsandbytes")
+                         nf4_kernels=FRAMEWORK_NF4_KERNELS.get(row.get("framework"), "bitsandbytes"))
     t["checkpointing"] = recompute.get(str(row.get("checkpointing")), t["checkpointing"])
     return t
 
