@@ -112,6 +112,8 @@ HOPPER_ATTENTION_EFFICIENCY = {"eager": 0.24, "fused": 0.46}
 # rows that run no training kernel (tried: Hopper 0.63 -> 0.60 and Ampere/Ada 0.59 -> 0.62 took NIM's FP8 TTFT at 5
 # users from within 12% to 19% off, TRT-LLM's L40S 2,048-token rows to 23%). Not fitted (as PREFILL_EFFICIENCY below).
 # Decode GEMMs measured on H100 at M = 1,024: 0.63-0.80 (bench/kernel_check.py): Hopper's 0.63 is no faster.
+# Fitted on serving rows with TensorRT-LLM's offline table they generalise worse (bench/calibrate.py,
+# EVALUATED_ONLY_SOURCES).
 DECODE_GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.59, "9": 0.63}
 # How sharply a GPU kernel turns from its memory roof to its compute roof (Williams et al., "Roofline", CACM 2009,
 # draw the corner sharp: time = max(bytes ÷ bandwidth, FLOPs ÷ peak)). Near the corner a real kernel reaches neither
