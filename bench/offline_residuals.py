@@ -20,11 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.offline_rows import PRECISIONS, UNSTATED_KV, is_trtllm_bench, predict_offline  # noqa: E402
+from bench.offline_rows import is_trtllm_bench, predict_offline, row_precisions  # noqa: E402
 from bench.reference_serving import INSTANCE_FOR, in_model_tokens, row_accelerator, serving_why_not  # noqa: E402
 from bench.reference_sources import row_architecture, sources  # noqa: E402
 from planner.hardware.catalog import Catalog, bundled  # noqa: E402
-from planner.physics.performance import decode_step  # noqa: E402
 
 DECODE_BOUND_PREFILL_SHARE = 0.30  # below: the lifetime is mostly decode steps
 PREFILL_BOUND_PREFILL_SHARE = 0.60  # above: mostly the batch's prompts
@@ -66,12 +65,9 @@ def residuals(catalog: Catalog) -> list[Residual]:
             arch, itype = row_architecture(r), catalog.instance(INSTANCE_FOR[r["accelerator"]])
             accel = row_accelerator(catalog, itype, r)
             offline = predict_offline(arch, accel, itype, r)
-            precision = PRECISIONS[str(r["precision"]).lower()]
-            stated = r.get("kv_precision")
-            kv = UNSTATED_KV[precision] if stated is None else ("fp8" if str(stated).startswith("fp8") else "bf16")
-            prompt, output = r["prompt_tokens"], r["output_tokens"]
-            step = decode_step(arch, accel, precision, kv, r["tp"], 1, offline.batch, prompt + output / 2, itype=itype)
-            setup = f"{r.get('model') or 'custom'} {r['accelerator']} TP{r['tp']} {precision} {prompt}/{output}"
+            step = offline.step
+            setup = (f"{r.get('model') or 'custom'} {r['accelerator']} TP{r['tp']} {row_precisions(r)[0]} "
+                     f"{r['prompt_tokens']}/{r['output_tokens']}")
             out.append(Residual(r["id"], setup, r["tp"], offline.batch, offline.binding,
                                 (step.seconds - step.communication_s - step.overhead_s) * 1e3,
                                 step.communication_s * 1e3, step.overhead_s * 1e3,

@@ -68,11 +68,16 @@ def tuned_settings(arch: Architecture, accel: Accelerator, precision: str, kv_pr
     return max_bs, max_tokens
 
 
-def predict_offline(arch: Architecture, accel: Accelerator, itype, row: dict) -> OfflineThroughput:
-    """The planner's offline throughput for one trtllm-bench row, on trtllm-bench's own settings."""
+def row_precisions(row: dict) -> tuple[str, str]:
+    """(weights and compute, KV cache) precision of a trtllm-bench row in the planner's names."""
     precision = PRECISIONS[str(row["precision"]).lower()]
     stated = row.get("kv_precision")
-    kv = UNSTATED_KV[precision] if stated is None else ("fp8" if str(stated).startswith("fp8") else "bf16")
+    return precision, UNSTATED_KV[precision] if stated is None else ("fp8" if str(stated).startswith("fp8") else "bf16")
+
+
+def predict_offline(arch: Architecture, accel: Accelerator, itype, row: dict) -> OfflineThroughput:
+    """The planner's offline throughput for one trtllm-bench row, on trtllm-bench's own settings."""
+    precision, kv = row_precisions(row)
     tp, prompt, output = row["tp"], row["prompt_tokens"], row["output_tokens"]
     max_bs, max_tokens = tuned_settings(arch, accel, precision, kv, tp, prompt, output)
     return offline_throughput(arch, accel, precision, kv, tp, prompt, output, max_bs, max_tokens,

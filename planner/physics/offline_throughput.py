@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from planner.hardware.catalog import Accelerator, InstanceType
 from planner.physics.kv_capacity import resident_sequences
-from planner.physics.performance import decode_step, prefill_s
+from planner.physics.performance import DecodeStep, decode_step, prefill_s
 from planner.workload.presets import Architecture
 
 
@@ -56,8 +56,12 @@ class OfflineThroughput:
     batch: int  # sequences resident in steady state
     binding: str  # which limit sets the batch: kv-memory | max-batch-size | max-num-tokens
     lifetime_s: float  # one request's admission to last token in steady state
-    decode_step_s: float
+    step: DecodeStep  # one decode step of the B sequences at the mean context
     prefill_s: float  # the B prompts' prefill, spread over the lifetime
+
+    @property
+    def decode_step_s(self) -> float:
+        return self.step.seconds
 
 
 def steady_batch(kv_sequences: int, max_batch_size: int, max_num_tokens: int, prompt_tokens: int,
@@ -77,7 +81,7 @@ def offline_throughput(arch: Architecture, accel: Accelerator, precision: str, k
                            free_memory_fraction)
     batch, binding = steady_batch(kv, max_batch_size, max_num_tokens, prompt_tokens, output_tokens)
     step = decode_step(arch, accel, precision, kv_precision, tp, 1, batch, prompt_tokens + output_tokens / 2,
-                       itype=itype).seconds
+                       itype=itype)
     prefill = prefill_s(arch, accel, precision, tp, 1, prompt_tokens, itype, prompts=batch)
-    lifetime = output_tokens * step + prefill
+    lifetime = output_tokens * step.seconds + prefill
     return OfflineThroughput(batch * output_tokens / lifetime, batch, binding, lifetime, step, prefill)
