@@ -39,7 +39,7 @@ def test_lora_over_sft_step_of_the_nemo_8b_pair(catalog):
     sft = reference_sources.predict(catalog, _row("dgxc-l3-8b-ft-sft-bf16-8gpu"))[2].step_time_s
     # 0.765 before the rounded roofline's refit (adapters stream at MEMORY_BANDWIDTH_EFFICIENCY 0.84, was 0.86), 0.747
     # before the kernel-stack refit, 0.754 before the lookup
-    assert lora / sft == pytest.approx(0.766, abs=0.001)
+    assert lora / sft == pytest.approx(0.764, abs=0.001)
     assert lora / sft < 0.92 / 1.32 * 1.10
 
 
@@ -51,7 +51,7 @@ def test_nemo_fine_tuning_rows_reduce_gradients_in_bf16(catalog):
     assert reference_sources.training_inputs(catalog, row)["setup"].grad_precision == "bf16"
     at_8 = reference_sources.predict(catalog, _row("dgxc-l3-8b-ft-sft-fp8-8gpu"))[2].step_time_s
     at_32 = reference_sources.predict(catalog, row)[2].step_time_s
-    assert at_32 / at_8 == pytest.approx(1.106, abs=0.001)  # 1.156 at COMM_OVERLAP 0.8, 1.110 at 0.95; 1.01 published
+    assert at_32 / at_8 == pytest.approx(1.124, abs=0.001)  # 1.106 at COMM_OVERLAP 1.0, 1.156 at 0.8, 1.110 at 0.95; 1.01 published
 
 
 def test_the_optimizer_step_of_lora_reads_the_adapters_states_only(catalog, arch):

@@ -55,14 +55,14 @@ def test_narayanan_teraflops_are_converted_back_to_tokens_with_the_papers_eq_3(c
 
 @pytest.mark.parametrize("row_id, predicted, measured, planners", [
     ("nar21-1t-3072gpu", 123.39, 122.30, True),        # A100, TP 8 × PP 64, micro-batch 1 (planner's)
-    ("mlm-weak-462b-6144gpu", 494.88, 465.02, True),   # H100, TP 8 × PP 16 × DP 48 (DP buckets pay NIC hops)
-    ("llama3-405b-16384gpu", 295.05, 405.65, True),    # H100, TP 8 × PP 16 × DP 128: fits only with full recompute;
+    ("mlm-weak-462b-6144gpu", 496.74, 465.02, True),   # H100, TP 8 × PP 16 × DP 48 (DP buckets pay NIC hops)
+    ("llama3-405b-16384gpu", 296.74, 405.65, True),    # H100, TP 8 × PP 16 × DP 128: fits only with full recompute;
     # interleaved over uneven stages (126 layers / 16), v up to 7 (issue 25): 269.38 at v 2
     # H100 LoRA, TP 2 × PP 4, v 20, micro-batch 1 (recipe); NeMo's adapters on the fused QKV only, no optimizer step on the frozen base: 453.58 on all seven
-    ("dgxc-l3-70b-ft-lora-bf16-8gpu", 532.25, 564.99, False),
+    ("dgxc-l3-70b-ft-lora-bf16-8gpu", 528.70, 564.99, False),
     # H100, PP 1 × DP 8 (recipe), was skipped; the distributed optimizer (ZeRO-1) NeMo trains with and the bf16
     # gradients its recipe reduces: 506.55 at ZeRO-0 with fp32 gradients
-    ("dgxc-l3-8b-ft-sft-bf16-8gpu", 580.74, 677.99, False),
+    ("dgxc-l3-8b-ft-sft-bf16-8gpu", 574.39, 677.99, False),
 ])
 def test_one_row_per_new_source_is_pinned(compared, row_id, predicted, measured, planners):
     """Within 0.5 TFLOP/s of the figures at the committed constants (a change to the estimators moves them:
@@ -72,7 +72,9 @@ def test_one_row_per_new_source_is_pinned(compared, row_id, predicted, measured,
     attention 0.46), the rest eager (0.59, FlashAttention-2 at 0.24 on Hopper); Ampere 0.56, 340 bytes of non-GEMM
     traffic, COMM_OVERLAP 0.95: the fused H100 rows rose 8-9%, the A100 rows fell 4%. Re-pinned when the input embedding
     became a lookup (no 6·V·h per token) and Megatron's GPT rows tied their embeddings: Hopper 0.57 × 1.23, Ampere 0.63,
-    408 bytes, COMM_OVERLAP 1.0: the 1T A100 row rose 11%, the others moved -3% to +2%."""
+    408 bytes, COMM_OVERLAP 1.0: the 1T A100 row rose 11%, the others moved -3% to +2%. Re-pinned when TP all-reduces
+    took the bus bandwidth nccl-tests measures at their size (planner/data/collectives.yaml) and the refit that
+    followed (Hopper 0.61 × 1.13, Ampere 0.64, COMM_OVERLAP 0.75): the rows moved -1.1% to +0.6%."""
     row = compared[row_id]
     assert row.predicted == pytest.approx(predicted, abs=0.5)
     assert row.measured == pytest.approx(measured, abs=0.5)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+from functools import cache
+
 from planner.physics import efficiency
 from planner.hardware.catalog import Accelerator, InstanceType
 
@@ -27,6 +29,10 @@ LINK_COLLECTIVE_SHARE = {"nvlink": COLLECTIVE_EFFICIENCY, "pcie-p2p": 0.40, "pci
 # per all-reduce for TP 2-8): a fixed cost plus one per extra rank.
 COLLECTIVE_BASE_S = 15e-6
 COLLECTIVE_PER_RANK_S = 1.5e-6
+# NVLink SHARP (the NVSwitch reducing in the switch, NCCL >= 2.17 on H100/H200) lifts all-reduce bus bandwidth above
+# the ring's ~80% of the link only across more than 4 GPUs: ~365-370 GB/s at 2-4 H100s, ~420/440/460/480 at 5-8
+# (NVIDIA/nccl#1455); all-gathers and reduce-scatters run as rings. Below that width a curve is capped at the ring's share.
+NVLS_MIN_RANKS = 5
 
 
 def intra_node_bytes_per_s(accel: Accelerator) -> float:
@@ -34,6 +40,62 @@ def intra_node_bytes_per_s(accel: Accelerator) -> float:
     neuron = accel.is_neuron or accel.intra_node_link == "neuronlink"
     share = efficiency.NEURON_LINK_EFFICIENCY if neuron else LINK_COLLECTIVE_SHARE[accel.intra_node_link]
     return accel.intra_node_gb_s * 1e9 / 2 * share
+
+
+@cache
+def _nvlink_curves() -> dict[float, tuple[tuple[float, float], ...]]:
+    """Per NVLink speed (GB/s both ways), the median over its published curves of all-reduce bus bandwidth as a
+    share of the one-way link rate, at each message size (planner/data/collectives.yaml)."""
+    from planner.workload.bundled import load  # compiled JSON while current (planner/workload/bundled.py)
+
+    out = {}
+    for link in load("collectives")["links"]:
+        one_way_gb_s = link["link_gb_s"] / 2
+        by_size: dict[float, list[float]] = {}
+        for curve in link["curves"]:
+            for size, bus_gb_s in curve["points"]:
+                by_size.setdefault(float(size), []).append(bus_gb_s / one_way_gb_s)
+        out[float(link["link_gb_s"])] = tuple((size, _median(shares)) for size, shares in sorted(by_size.items()))
+    return out
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def nvlink_share(link_gb_s: float, message_bytes: float) -> float:
+    """Share of the one-way NVLink rate an all-reduce of `message_bytes` reaches as bus bandwidth, interpolated
+    log-linearly in size between measured points and flat beyond them. A part whose link speed has no curve
+    (NVLink 5 on B200/GB200: none published in the sources read) takes the fastest measured link's shares."""
+    curves = _nvlink_curves()
+    measured = [speed for speed in curves if speed <= link_gb_s]
+    points = curves[max(measured) if measured else min(curves)]
+    if message_bytes <= points[0][0]:
+        return points[0][1]
+    for (size_lo, share_lo), (size_hi, share_hi) in zip(points, points[1:]):
+        if message_bytes <= size_hi:
+            t = math.log(message_bytes / size_lo) / math.log(size_hi / size_lo)
+            return share_lo + t * (share_hi - share_lo)
+    return points[-1][1]
+
+
+def intra_node_ring_s(bytes_: float, ranks: int, accel: Accelerator, phases: int = 2) -> float:
+    """A collective of `bytes_` over `ranks` devices of one node. On NVLink its transfer runs at the bus bandwidth
+    nccl-tests measures at that message size (nvlink_share: a 4 MB all-reduce on 8 H100s reaches ~29% of the
+    link, 1 GB ~100% with NVLink SHARP), and since that measured time already holds NCCL's own start-up, the call
+    takes the longer of it and the small-message latency (latency_s), not their sum. Other links: ring_s at their
+    one-way share."""
+    if ranks <= 1:
+        return 0.0
+    if accel.is_neuron or accel.intra_node_link != "nvlink":
+        return ring_s(bytes_, ranks, intra_node_bytes_per_s(accel), phases, accel)
+    share = nvlink_share(accel.intra_node_gb_s, bytes_)
+    if phases < 2 or ranks < NVLS_MIN_RANKS:
+        share = min(share, LINK_COLLECTIVE_SHARE["nvlink"])
+    transfer_s = phases * (ranks - 1) / ranks * bytes_ / (accel.intra_node_gb_s * 1e9 / 2 * share)
+    return max(latency_s(ranks, accel), transfer_s)
 
 
 def inter_node_bytes_per_s(itype: InstanceType) -> float:
@@ -71,7 +133,7 @@ def group_collective_s(bytes_: float, ranks: int, ranks_per_node: int, accel: Ac
         return 0.0
     g = max(1, min(ranks, ranks_per_node))
     nodes = -(-ranks // g)
-    intra = ring_s(bytes_, g, intra_node_bytes_per_s(accel), phases, accel)
+    intra = intra_node_ring_s(bytes_, g, accel, phases)
     inter = ring_s(bytes_ / g, nodes, inter_node_bytes_per_s(itype), phases, accel) if nodes > 1 else 0.0
     latency = latency_s(g, accel) + (latency_s(nodes, accel) if nodes > 1 else 0.0)
     if nodes > 1 and not accel.is_neuron:  # phases·(ranks − 1) ring steps, each waiting on a NIC hop

@@ -19,33 +19,33 @@ from planner.hardware.catalog import Accelerator
 # Achieved share of peak HBM bandwidth when streaming weights and KV cache in decode. gpt-fast's
 # Llama-2-7B bf16 on one A100-80GB reads 1,397 of 2,039 GB/s (reference P-34); domain.md gives
 # 65-85% as the measured range.
-MEMORY_BANDWIDTH_EFFICIENCY = 0.84
+MEMORY_BANDWIDTH_EFFICIENCY = 0.87
 # The same share on GDDR6/GDDR7 parts (Accelerator.memory_technology: A10G, L4, L40S, RTX PRO 6000): board memory
 # chips lose more of their peak to DRAM row switches and read/write turnarounds than stacked HBM's many
 # independent channels. Fitted on the GDDR rows in the fit (philschmid's A10G: one A10G decodes Llama 3 8B at 0.74 of
 # 600 GB/s), prior the HBM share's; TensorRT-LLM's L40S and AccelMark's L4 rows are held out and check it (AccelMark's
 # L4 streams ~0.85 at batch 1). It scales the KV cache's share alike (kv_bandwidth).
-GDDR_BANDWIDTH_EFFICIENCY = 0.73
+GDDR_BANDWIDTH_EFFICIENCY = 0.74
 # Achieved share of peak HBM bandwidth when decode attention reads the KV cache. Paged-attention
 # kernels gather scattered blocks with one thread block per (sequence, head) and reach a lower share
 # than weight GEMV streams: vLLM's PagedAttention V1/V2 decode kernels sit well below the roof at
 # long contexts, FlashInfer's reach 70-90% only with split-KV (Ye et al., FlashInfer, arXiv
 # 2501.01005, Fig. 7). Prior: the weight-stream share until data says otherwise (bench/calibrate.py).
-KV_BANDWIDTH_EFFICIENCY = 0.73
+KV_BANDWIDTH_EFFICIENCY = 0.78
 # Fixed cost of one decode step on a GPU that no roof covers: the engine's scheduler and input
 # preparation on the CPU, kernel launches the CUDA graph does not hide, sampling and detokenisation.
 # vLLM's v0.6 profiling found the GPU idle for much of each step at small batch from this CPU work
 # (vLLM blog 2024-09-05, "vLLM v0.6.0: 2.7x throughput improvement and 5x latency reduction").
-DECODE_STEP_OVERHEAD_S = 0.0019
+DECODE_STEP_OVERHEAD_S = 0.0024
 # Extra cost of each tensor-parallel all-reduce in decode beyond the collective's own latency
 # (planner/physics/collectives.py): every all-reduce is a barrier, so each layer waits for the slowest
 # rank's kernel launches (the launch skew between ranks), twice per layer per step.
-TP_SYNC_OVERHEAD_S = 1e-05
+TP_SYNC_OVERHEAD_S = 8e-06
 # Weight-only quantised kernels dequantise on the fly and reach less of the roof (gpt-fast int8 and
 # int4-g32 rows, reference P-35..P-41). Since the embedding lookup (the 16-bit table no longer counted in the
 # stream) the fit finds int8 kernels at 0.83-0.97 of 16-bit ones (0.83 since the rounded roofline; 0.81 before the
 # lookup) and int4 at 0.74-0.79: a weakly held pair, as AccelMark's held-out w8a16/w4a16 rows are its only check.
-QUANTISED_BANDWIDTH_FACTOR = {"int8": 0.83, "int4": 0.74}
+QUANTISED_BANDWIDTH_FACTOR = {"int8": 1.0, "int4": 0.85}
 # MXFP4/NVFP4 weight kernels dequantise 4-bit blocks the same way; no published decode row isolates
 # them yet, so int4's fitted factor stands in (issue 28).
 FOUR_BIT_FORMATS = {"mxfp4": "int4", "nvfp4": "int4"}
@@ -53,14 +53,14 @@ FOUR_BIT_FORMATS = {"mxfp4": "int4", "nvfp4": "int4"}
 # tile quantisation, kernel gaps), per CUDA compute-capability generation, on the eager kernel stack
 # (training.kernels; a fused stack's is FUSED_KERNELS_FACTOR times it): Hopper reaches a lower share of its
 # higher peak than Ampere (MosaicML's H100 and A100 rows, one code base).
-GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.63, "9": 0.57}
+GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.64, "9": 0.61}
 # The share FP8 GEMMs reach of their doubled peak, relative to BF16 GEMMs' share of theirs: amax reductions
 # lower it, FP8's larger tiles at the same shapes raise it (the casts of every GEMM's operands are charged on their
 # own, planner/physics/fp8_casts.py); fitted on the FP8 training rows (NeMo's and DGX Cloud's Llama 3 and GPT-3 on
 # H100, torchtitan's FP8 FSDP rows), and never past the measured FP8 roof (GEMM_KERNEL_ROOF). The fit, 0.92, sits near
 # the ratio measured on one H100's 8192³ GEMMs (FP8 0.71 of its peak ÷ BF16 0.79 of its = 0.90,
 # bench/kernel_check.py); prefill has its own factor (PREFILL_FP8_GEMM_EFFICIENCY_FACTOR).
-FP8_GEMM_EFFICIENCY_FACTOR = 0.92
+FP8_GEMM_EFFICIENCY_FACTOR = 0.94
 # The share NVFP4 GEMMs (Blackwell block-scaled FP4: E2M1 blocks of 16 with an FP8 scale, activations quantised to
 # FP4 per token before each GEMM) reach of their FP4 roof, relative to BF16 GEMMs' share of theirs: the block-scale
 # loads and the activation-quantisation kernel keep it well below the doubled peak. Measured, not fitted: vLLM PR
@@ -83,7 +83,7 @@ FP4_GEMM_EFFICIENCY_FACTOR = 0.56
 # (no difference until data says so). Hopper and later only: on Ampere FlashAttention-2 is the attention kernel of
 # both stacks (Transformer Engine's backend on sm80) and reaches most of the A100's peak (Dao 2023, FlashAttention-2
 # §4.1: 50-73% fwd+bwd), so no stack difference is applied there.
-FUSED_KERNELS_FACTOR = 1.23
+FUSED_KERNELS_FACTOR = 1.13
 # The measured roof of a training GEMM share (before the shape factor), by linear precision, from the H100 run above.
 # BF16: the largest share at which every H100 BF16 reference row's layer GEMMs (forward, input and weight gradient at
 # the row's shapes), after planner/physics/gemm_shape.py's factor, still run no faster than measured: 0.705 (Megatron-
@@ -150,14 +150,14 @@ NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 408
 # Share of a collective that hides behind the compute it overlaps on a GPU (FSDP/ZeRO prefetch, DDP bucketed
 # all-reduce in the backward): NCCL kernels take SMs from the GEMMs they overlap. Prior 0: the fit finds most of it
 # hidden (all of it since the embedding lookup, 0.95 with the kernel stacks of issue 25, 0.8 before).
-COMM_OVERLAP = 1.0
+COMM_OVERLAP = 0.75
 # Time of one step of a flat NCCL ring (all-gather, reduce-scatter, all-reduce) once it crosses nodes: every
 # one of its ranks − 1 steps waits on the slowest hop, a NIC round (EFA/InfiniBand small-message
 # latency is ~10-20 µs; nccl-tests all-gather latency grows linearly with ranks). What makes ZeRO-3 and
 # FSDP (one collective per layer) and DDP/ZeRO-1/2 (one per gradient bucket, training_time.dp_buckets) lose
 # throughput per GPU as data parallelism grows at a fixed global batch (nanotron's sweep: 3.57B at TP 4 drops
 # 2.6x per GPU from DP 64 to DP 128, bench/data/reference/nanotron-benchmark-summary.yaml).
-INTER_NODE_RING_STEP_S = 1e-05
+INTER_NODE_RING_STEP_S = 8e-06
 
 # Non-matmul training traffic on Neuron, bytes per token per hidden unit: the GPU fit's value at 9957dbc, held apart
 # since the kernel stacks (issue 25). Shared, the GPU refit moved it (408 -> 340 bytes; the GPU fit is back at 408 since

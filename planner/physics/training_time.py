@@ -11,7 +11,8 @@ from dataclasses import dataclass, replace
 from planner.physics import efficiency
 from planner.hardware.catalog import Accelerator, InstanceType
 from planner.physics.context_parallel import cp_step_s
-from planner.physics.collectives import group_collective_s, inter_node_bytes_per_s, intra_node_bytes_per_s, ring_s
+from planner.physics.collectives import (group_collective_s, inter_node_bytes_per_s, intra_node_bytes_per_s,
+                                        intra_node_ring_s)
 from planner.physics.fp8_casts import fp8_cast_bytes_per_token
 from planner.physics.expert_training import all_to_all_step_s, expert_weight_traffic_s, expert_work
 from planner.physics.gemm_shape import layer_gemm_factor
@@ -274,7 +275,7 @@ def step_parts(arch: Architecture, itype: InstanceType, accel: Accelerator, prec
     apn = itype.accelerators_per_node
     # TP: 4 all-reduces of s·b·h activations per layer per micro-batch (2 forward, 2 backward), +2 on recompute.
     reduces = 4 + (2 if ck == "full" else 0)
-    tp_s = m * math.ceil(arch.layers / pp) * reduces * _tp_reduce_s(arch, itype, accel, seq, tp, b, intra, memo, cp)
+    tp_s = m * math.ceil(arch.layers / pp) * reduces * _tp_reduce_s(arch, itype, accel, seq, tp, b, memo, cp)
     # PP: activations cross stage boundaries over the NICs once stages span nodes (step_from_parts).
     pp_link = inter_node_bytes_per_s(itype) if devices > apn else intra
     # gradients reduce over the DP × CP ranks, which all hold the same weights (context_parallel.py)
@@ -325,13 +326,14 @@ def _matmul_per_token_memo(arch: Architecture, accel: Accelerator, precision: st
 
 
 def _tp_reduce_s(arch: Architecture, itype: InstanceType, accel: Accelerator, seq: int, tp: int, micro_batch: int,
-                 intra: float, memo: dict, cp: int = 1) -> float:
-    """One TP all-reduce of a micro-batch's (s/cp)·b·h activations. A TP group wider than the node (published
+                 memo: dict, cp: int = 1) -> float:
+    """One TP all-reduce of a micro-batch's (s/cp)·b·h activations, at the bus bandwidth NCCL reaches at that size
+    inside a node (collectives.intra_node_ring_s). A TP group wider than the node (published
     runs only: the search keeps TP inside it) all-reduces over the NICs too (planner/physics/collectives.py)."""
     if (reduce_s := memo.get(("tp", tp, micro_batch, cp))) is None:
         activation_bytes = seq // cp * micro_batch * arch.hidden_size * 2
         apn = itype.accelerators_per_node
-        reduce_s = memo["tp", tp, micro_batch, cp] = (ring_s(activation_bytes, tp, intra, accel=accel) if tp <= apn
+        reduce_s = memo["tp", tp, micro_batch, cp] = (intra_node_ring_s(activation_bytes, tp, accel) if tp <= apn
                                                   else group_collective_s(activation_bytes, tp, apn, accel, itype))
     return reduce_s
 
@@ -345,11 +347,11 @@ def device_s_per_token_floor(arch: Architecture, itype: InstanceType, accel: Acc
     dequantisation (each ≥ 0); tp_s = m·⌈L/pp⌉·reduces·r = tokens/devices × tp·pp·cp·⌈L/pp⌉·reduces·r / (b·s).
     A step is compute × (1 + bubble) + tp_s + terms ≥ 0 (step_from_parts): the search's run floor
     (planner/search/step_floor.py)."""
-    _, bandwidth, intra, _ = _fixed(arch, accel, precision, seq, work, memo)
+    _, bandwidth, _, _ = _fixed(arch, accel, precision, seq, work, memo)
     matmul = _matmul_per_token_memo(arch, accel, precision, work, seq, tp, micro_batch, checkpointing, memo, cp)
     nonmatmul = _nonmatmul_bytes_per_token(arch, accel, precision, checkpointing, work.method) / bandwidth
     reduces = 4 + (2 if checkpointing == "full" else 0)
-    tp_reduce_s = _tp_reduce_s(arch, itype, accel, seq, tp, micro_batch, intra, memo, cp)
+    tp_reduce_s = _tp_reduce_s(arch, itype, accel, seq, tp, micro_batch, memo, cp)
     return matmul + nonmatmul, tp * pp * cp * math.ceil(arch.layers / pp) * reduces * tp_reduce_s / (micro_batch * seq)
 
 

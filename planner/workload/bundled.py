@@ -15,7 +15,7 @@ from importlib import resources
 from typing import Any
 
 # storage.yaml (1 KB, keyed by integer throughput tiers JSON cannot carry) is parsed directly.
-DATA_FILES = ("catalog", "models", "engine-options", "managed", "accuracy_bands")
+DATA_FILES = ("catalog", "models", "engine-options", "managed", "accuracy_bands", "collectives")
 COMPILED_DIR = "compiled"
 FORMAT_VERSION = 1
 
