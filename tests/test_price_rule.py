@@ -14,10 +14,11 @@ from tests.conftest import workload
 P5_FAMILIES = ["p5", "p5e", "p5en"]
 SM_405B = dict(kind="inference", model={"preset": "llama-3.1-405b"}, precision="fp8",
                constraints={"deploy_target": "sagemaker", "families": P5_FAMILIES})
-# 800 output tokens/s: one p4d.24xlarge makes 874 tokens/s at the estimate of the merged model (it missed 1,000,
-# then 900, and needed 2 nodes); this test is about the price each type ranks at, so the target keeps p4d at one node
+# 700 output tokens/s: one p4d.24xlarge makes 767 tokens/s since its TP 8 all-reduces run at the bus bandwidth
+# nccl-tests measures on A100s at their size (874 before; it missed 1,000, then 900, then 800, and needed 2 nodes);
+# this test is about the price each type ranks at, so the target keeps p4d at one node
 CHAT_70B = {"kind": "inference", "model": {"preset": "llama-3.1-70b"},
-            "serving": {"max_context_tokens": 8192, "concurrent_requests": 32, "target_output_tokens_per_s": 800,
+            "serving": {"max_context_tokens": 8192, "concurrent_requests": 32, "target_output_tokens_per_s": 700,
                         "max_time_to_first_token_ms": 2000, "max_inter_token_latency_ms": 80},
             "constraints": {"confidence": "expected"}}
 
