@@ -37,7 +37,7 @@ def test_a_decode_step_pays_them_at_the_hbm_stream_rate(catalog, monkeypatch):
     h100 = catalog.accelerator("H100-80GB")
     arch = presets()["llama-3.1-70b"]
     step = performance.decode_step(arch, h100, "fp8", "fp8", 8, 1, 1583, 1100)
-    monkeypatch.setattr(performance, "elementwise_bytes_per_token", lambda *_: 0.0)
+    monkeypatch.setattr(performance, "elementwise_s", lambda *_: 0.0)
     without = performance.decode_step(arch, h100, "fp8", "fp8", 8, 1, 1583, 1100)
     expected_s = 1583 * elementwise_bytes_per_token(arch, 8, h100) / efficiency.effective_bandwidth(h100, "bf16")
     assert step.seconds - without.seconds == pytest.approx(expected_s)

@@ -29,7 +29,7 @@ import math
 from planner.hardware.catalog import Accelerator, InstanceType
 from planner.physics import efficiency
 from planner.physics.collectives import intra_node_bytes_per_s, latency_s
-from planner.physics.elementwise import elementwise_bytes_per_token
+from planner.physics.elementwise import elementwise_s
 from planner.physics import expert_parallel
 from planner.physics.expert_parallel import ALL_TO_ALL_BYTES_PER_VALUE, routed_expert_bytes
 from planner.physics.memory import (ACTIVATION_BYTES, LOGIT_BYTES, PREFILL_CHUNK_TOKENS, MemoryBreakdown,
@@ -122,9 +122,8 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     touched_experts = read - (streamed_weight_bytes(arch, precision) - routed_expert_bytes(arch, precision))
     weights = read - touched_experts * (1 - 1 / ranks)
     kv = local * kv_bytes_per_sequence(arch, int(context_tokens), kv_precision)
-    elementwise_s = local * elementwise_bytes_per_token(arch, 1, accel) / efficiency.effective_bandwidth(accel, "bf16")
-    memory_s = (weights / efficiency.effective_bandwidth(accel, precision) + kv / efficiency.kv_bandwidth(accel)
-                + elementwise_s)
+    stream_s = weights / efficiency.effective_bandwidth(accel, precision) + kv / efficiency.kv_bandwidth(accel)
+    elementwise = elementwise_s(arch, 1, accel, local)
     linear_precision = compute_precision(precision, accel.supports.fp4)
     compute_s = (local * 2 * arch.matmul_params_per_token / (accel.peak_flops(linear_precision)
                                                       * efficiency.decode_gemm_efficiency(accel, linear_precision))
@@ -133,8 +132,8 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
                     * efficiency.decode_compute_efficiency(accel)))
     comm_s = all_to_all_s(arch, batch, ranks, itype, accel)
     overhead_s = efficiency.decode_overhead_s(accel, 1, arch.layers)
-    step_s = efficiency.roofline_s(accel, memory_s - elementwise_s, compute_s) + elementwise_s + comm_s + overhead_s
-    return DecodeStep(step_s, memory_s, compute_s, comm_s, overhead_s)
+    step_s = efficiency.roofline_s(accel, stream_s, compute_s) + elementwise + comm_s + overhead_s
+    return DecodeStep(step_s, stream_s + elementwise, compute_s, comm_s, overhead_s)
 
 
 def prefill_s(arch: Architecture, accel: Accelerator, precision: str, ranks: int, prompt_tokens: int,
@@ -150,7 +149,7 @@ def prefill_s(arch: Architecture, accel: Accelerator, precision: str, ranks: int
     compute = prefill_compute_s(arch, accel, precision, 1, new_tokens, linear_flops, attention_flops)
     streamed = rank_weight_bytes(arch, precision, ranks) - lookup_weight_bytes(arch, precision)
     memory = streamed / efficiency.effective_bandwidth(accel, precision)
-    elementwise = new_tokens * elementwise_bytes_per_token(arch, 1, accel) / efficiency.effective_bandwidth(accel, "bf16")
+    elementwise = elementwise_s(arch, 1, accel, new_tokens)
     return (efficiency.roofline_s(accel, memory, compute) + elementwise
             + all_to_all_s(arch, new_tokens * ranks, ranks, itype, accel))
 

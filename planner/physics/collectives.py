@@ -5,6 +5,7 @@ reduce-scatter inside the node, the inter-node ring on 1/g of the buffer, all-ga
 from __future__ import annotations
 
 import math
+import statistics
 
 from functools import cache
 
@@ -55,14 +56,8 @@ def _nvlink_curves() -> dict[float, tuple[tuple[float, float], ...]]:
         for curve in link["curves"]:
             for size, bus_gb_s in curve["points"]:
                 by_size.setdefault(float(size), []).append(bus_gb_s / one_way_gb_s)
-        out[float(link["link_gb_s"])] = tuple((size, _median(shares)) for size, shares in sorted(by_size.items()))
+        out[float(link["link_gb_s"])] = tuple((size, statistics.median(shares)) for size, shares in sorted(by_size.items()))
     return out
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def nvlink_share(link_gb_s: float, message_bytes: float) -> float:

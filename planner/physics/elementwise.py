@@ -20,6 +20,7 @@ the NeuronCore's on-chip state buffer between its matmuls, so they do not cross 
 from __future__ import annotations
 
 from planner.hardware.catalog import Accelerator
+from planner.physics import efficiency
 from planner.workload.presets import Architecture
 
 ACTIVATION_BYTES = 2  # BF16/FP16 activations between kernels
@@ -38,3 +39,9 @@ def elementwise_bytes_per_token(arch: Architecture, tp: int, accel: Accelerator)
     replicated = RESIDUAL_NORM_ELEMENTS * arch.hidden_size
     split = (GATED_MLP_ELEMENTS * arch.ffn_hidden_size * experts + 2 * (q + k)) / tp
     return arch.layers * (replicated + split) * ACTIVATION_BYTES
+
+
+def elementwise_s(arch: Architecture, tp: int, accel: Accelerator, tokens: float) -> float:
+    """Seconds `tokens` tokens' elementwise kernels take on one TP rank: their bytes at the HBM stream rate of
+    16-bit data."""
+    return tokens * elementwise_bytes_per_token(arch, tp, accel) / efficiency.effective_bandwidth(accel, "bf16")

@@ -14,7 +14,7 @@ from planner.physics import efficiency
 from planner.hardware.catalog import Accelerator, InstanceType
 from planner.physics.closed_loop import prefill_wait_s
 from planner.physics.collectives import inter_node_bytes_per_s, intra_node_bytes_per_s, intra_node_ring_s
-from planner.physics.elementwise import elementwise_bytes_per_token
+from planner.physics.elementwise import elementwise_s
 from planner.physics.expert_parallel import all_to_all_s, routed_expert_bytes, tokens_per_node
 from planner.physics.memory import (attention_padding_params, kv_bytes_per_sequence, kv_shard_fraction,
                                     lookup_weight_bytes, sharded_weight_bytes, streamed_weight_bytes, weight_bytes)
@@ -83,8 +83,8 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     attention_peak = accel.peak_flops(attention_precision(linear_precision)) or accel.peak_flops(linear_precision)
     attention_s = (batch * attention_flops / (tp * pp * ep_nodes)
                    / (attention_peak * efficiency.decode_compute_efficiency(accel)))
-    elementwise_s = local * elementwise_bytes_per_token(arch, tp, accel) / pp / efficiency.effective_bandwidth(accel, "bf16")
-    memory_s, compute_s = weights_s + kv_s + elementwise_s, gemm_s + attention_s
+    elementwise = elementwise_s(arch, tp, accel, local) / pp
+    memory_s, compute_s = weights_s + kv_s + elementwise, gemm_s + attention_s
     activation = local * arch.hidden_size * 2
     comm_s = 2 * arch.layers / pp * intra_node_ring_s(activation, tp, accel) if tp > 1 else 0.0
     if ep_nodes > 1 and itype is not None:
@@ -96,7 +96,7 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     # reaches neither roof) and the step is their sum. At large batch the GEMMs
     # turn compute-bound while attention stays KV-bound: one max over the totals would overlap them.
     stage_s = (efficiency.roofline_s(accel, weights_s, gemm_s) + efficiency.roofline_s(accel, kv_s, attention_s)
-               + elementwise_s + comm_s + overhead_s)
+               + elementwise + comm_s + overhead_s)
     return DecodeStep(stage_s * pp, memory_s * pp, compute_s * pp, comm_s * pp, overhead_s * pp)
 
 
@@ -116,7 +116,7 @@ def prefill_s(arch: Architecture, accel: Accelerator, precision: str, tp: int, p
     resident = (sharded_weight_bytes(arch, precision, tp) - lookup_weight_bytes(arch, precision) / tp
                 - routed_expert_bytes(arch, precision) / tp * (1 - 1 / ep_nodes))
     memory = resident / efficiency.effective_bandwidth(accel, precision)
-    elementwise = prompts * new_tokens * elementwise_bytes_per_token(arch, tp, accel) / efficiency.effective_bandwidth(accel, "bf16")
+    elementwise = elementwise_s(arch, tp, accel, prompts * new_tokens)
     activations = prompts * new_tokens * arch.hidden_size * 2
     comm = 2 * arch.layers * intra_node_ring_s(activations, tp, accel) if tp > 1 else 0.0
     if ep_nodes > 1 and itype is not None:  # a prompt attends on its node; its tokens' experts sit on all
