@@ -56,7 +56,8 @@ def _nvlink_curves() -> dict[float, tuple[tuple[float, float], ...]]:
         for curve in link["curves"]:
             for size, bus_gb_s in curve["points"]:
                 by_size.setdefault(float(size), []).append(bus_gb_s / one_way_gb_s)
-        out[float(link["link_gb_s"])] = tuple((size, statistics.median(shares)) for size, shares in sorted(by_size.items()))
+        out[float(link["link_gb_s"])] = tuple((size, statistics.median(shares))
+                                              for size, shares in sorted(by_size.items()))
     return out
 
 
