@@ -54,10 +54,10 @@ def test_a_fine_tune_is_a_cost_per_run_not_730_hours(tmp_path):
     # 16.4 h run on g6e.xlarge until the L40S computed at its sustained clock (0.78 of boost): 5.1 h on p5.4xlarge;
     # since the kernel stacks (issue 25: eager attention on H100 at FlashAttention-2's measured rate) 19.3 h on
     # g6e.xlarge; 17.7 h since the input embedding is a lookup (no 6·V·h per token, issue 25); 18.4 h since the L40S's
-    # GDDR6 streams the adapters' traffic at the GDDR share (0.73 of its bandwidth)
-    assert "$35/run" in row and "1,359" not in row
-    # serving total as in golden/cost_head_unchanged.md (chat-70b on p5en.48xlarge since the GDDR refit)
-    assert "Cost unchanged: serving $59,456/month · training runs $35" in result.output
+    # GDDR6 streams the adapters' traffic at the GDDR share (0.73 of its bandwidth); 18.2 h at its refit 0.74
+    assert "$34/run" in row and "1,359" not in row
+    # serving total as in golden/cost_head_unchanged.md (chat-70b on p5.48xlarge since the all-reduce curves' refit)
+    assert "Cost unchanged: serving $84,238/month · training runs $34" in result.output
 
 
 def test_a_longer_run_is_a_changed_training_cost(tmp_path):
@@ -69,8 +69,9 @@ def test_a_longer_run_is_a_changed_training_cost(tmp_path):
     assert row["change_percent"] == pytest.approx(99.1, abs=0.5)  # the one launch is paid once, not twice
     assert data["serving_usd_per_month"]["change"] == 0
     training = data["training_usd_per_run"]
-    assert training["base"] == pytest.approx(34.62, abs=0.01)  # (18.4 h + one launch) on g6e.xlarge + the root volume
-    # ($33.35 until the GDDR refit, issue 25: the L40S streams at GDDR_BANDWIDTH_EFFICIENCY 0.73, not the HBM share)
+    assert training["base"] == pytest.approx(34.20, abs=0.01)  # (18.2 h + one launch) on g6e.xlarge + the root volume
+    # ($33.35 until the GDDR refit, issue 25: the L40S streams at GDDR_BANDWIDTH_EFFICIENCY 0.73, not the HBM share;
+    # $34.62 until the all-reduce curves' refit took it to 0.74)
     assert training["change"] == pytest.approx(training["head"] - training["base"])
     assert training["change_percent"] == pytest.approx(99.1, abs=0.5)
     assert "before_usd_per_month" not in data  # no total that adds a run to 730 hours of serving

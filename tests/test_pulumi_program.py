@@ -75,8 +75,9 @@ def test_autoscaling_targets_the_variant(stack):
     # PCIe-collectives refit (issue 25): the serving band's slow edge moved from 0.687 to 0.718 of the estimate, so
     # p5 meets 1,000 tok/s there, and it ranks first on the one EC2-price rule ($68.80/h vs p5en's $79.12/h).
     # p5en.48xlarge again since the GDDR refit: HBM streams 0.86 of its bandwidth (0.89 before) and the band's slow
-    # edge is 0.69, so p5 needs two nodes to meet 1,000 tok/s there and one p5en.48xlarge is cheapest
-    assert target["resourceId"] == "endpoint/chat-70b-p5en-48xlarge/variant/AllTraffic"
+    # edge is 0.69, so p5 needs two nodes to meet 1,000 tok/s there and one p5en.48xlarge is cheapest. p5.48xlarge
+    # again since the all-reduce curves and elementwise kernels (issue 25): the refit's band lets one p5 meet it
+    assert target["resourceId"] == "endpoint/chat-70b-p5-48xlarge/variant/AllTraffic"
     assert target["scalableDimension"] == "sagemaker:variant:DesiredInstanceCount"
     assert target["minCapacity"] == PLANS["chat-70b"].choice.nodes and target["maxCapacity"] == 4
     policy = by_name(stack, "appautoscaling/policy:Policy", "chat-70b-scaling-policy").inputs
@@ -156,7 +157,7 @@ def test_preview_mode_keeps_the_literals_the_policies_read():
     assert by_name(stack, "EndpointConfiguration", "chat-70b-config").inputs["tags"]["gpuplan:layout"].startswith("tp=8")
     # the endpoint's name is set by the program (workload and instance type), so even a preview knows it
     target = by_name(stack, "appautoscaling/target:Target", "chat-70b-scaling-target").inputs
-    assert target["resourceId"] == "endpoint/chat-70b-p5en-48xlarge/variant/AllTraffic"  # the plan since the GDDR refit
+    assert target["resourceId"] == "endpoint/chat-70b-p5-48xlarge/variant/AllTraffic"  # the plan since the curves' refit
 
 
 @pytest.mark.parametrize("change, message", [

@@ -13,6 +13,11 @@ normalises and adds the whole residual stream (Megatron's sequence parallelism, 
 layout: Korthikanti et al. 2022, §4.2.2), so these kernels take a larger share of a rank's step as TP grows
 while its GEMM and weight time shrink. Activations are 16-bit whatever the weights' precision.
 
+Prefill pays them too, for every prompt token. Left out of prefill (the engines that fuse them, TensorRT-LLM
+among them, pay less), held-out GPU serving tokens/s went 9.9% -> 10.3%, B200's 7.8% -> 12.5% and MoE's
+27.7% -> 32.8%, against TTFT 26.6% -> 25.5% (bench/accuracy.py, session 21): the long-prompt rows of NIM and of
+TensorRT-LLM on the L40S are the ones that come out slower for them (tests/test_closed_loop.py, test_clocks.py).
+
 Neuron is left out: its compiler (neuronx-cc) schedules the whole layer graph and keeps these intermediates in
 the NeuronCore's on-chip state buffer between its matmuls, so they do not cross HBM as separate kernels do on a GPU.
 """
