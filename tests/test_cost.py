@@ -62,7 +62,8 @@ def test_changed_workload_numbers():
     # finetune-8b's LoRA needs 38 GiB of one L40S's 40 GiB usable: at the memory band's high edge it does not
     # fit, so it runs on g6e.12xlarge ($35: its LoRA adapters' traffic counted, and since the refit of issue 25 its
     # one launch billed; since the kernel stacks of issue 25 on p5.4xlarge, $39; $38 at the GDDR share 0.74)
-    assert markdown.startswith(MARKER + "\n### 💰 gpuplan: Serving +$17,642/month (+20.9%) · Training runs unchanged at $38")
+    assert markdown.startswith(
+        MARKER + "\n### 💰 gpuplan: Serving +$17,642/month (+20.9%) · Training runs unchanged at $38")
     assert "```mermaid\nxychart-beta" in markdown and "<details><summary>Full plans (head)</summary>" in markdown
 
 
@@ -96,7 +97,8 @@ def test_policy_violation_on_head_fails(tmp_path):
 def test_guardrails_fail_ci():
     over = cost("head_changed.yaml", "--fail-above-percent", "10")
     # figures as in golden/cost_head_changed.md (base moved by the merged model)
-    assert over.exit_code == 1 and "error: cost guardrail: serving cost rises 20.9% ($84,238 → $101,880/month)" in over.output
+    assert over.exit_code == 1
+    assert "error: cost guardrail: serving cost rises 20.9% ($84,238 → $101,880/month)" in over.output
     assert "above --fail-above-percent 10" in over.output
     assert cost("head_changed.yaml", "--fail-above-usd", "1000").exit_code == 1
     assert cost("head_changed.yaml", "--fail-above-usd", "10000000").exit_code == 0

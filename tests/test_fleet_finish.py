@@ -41,7 +41,8 @@ def _r1(constraints: dict, layout: dict | None = None):
 def test_deepseek_r1_spreads_experts_over_one_p5en_node():
     plan = _r1({"instance_types": ["p5en.48xlarge"]})
     assert (plan.choice.instance_type, plan.choice.nodes) == ("p5en.48xlarge", 1)
-    # attention data-parallel over the 8 GPUs (planner/physics/attention_dp.py): ITL 28.9 ms since the measured all-reduce curves (29.0 ms since the rounded roofline
+    # attention data-parallel over the 8 GPUs (planner/physics/attention_dp.py): ITL 28.9 ms since the measured
+    # all-reduce curves (29.0 ms since the rounded roofline
     # efficiency.roofline_s; 28.7 ms at the GDDR refit, 28.5 ms before it, 28.3 ms before the PCIe refit)
     assert (plan.layout.tensor_parallel, plan.layout.attention_data_parallel, plan.layout.expert_parallel) == (1, 8, 8)
     assert plan.performance.inter_token_latency_s == pytest.approx(0.028898, rel=1e-3)
@@ -134,9 +135,11 @@ def test_a_draft_model_shortens_inter_token_latency_at_batch_one_by_hand():
     by_hand = (verify_s + target.communication_s + target.overhead_s + 4 * draft.seconds) / 3.3616
     assert fast.performance.inter_token_latency_s == pytest.approx(by_hand, rel=1e-4)
     # figures from the refit constants with the per-step decode cost (efficiency.decode_overhead_s; PCIe-collectives
-    # refit of issue 25: 13.585 ms plain before it; all-reduce curves: 13.787 ms before them; GDDR refit: 13.279 ms before it; rounded roofline: 13.622 before it)
+    # refit of issue 25: 13.585 ms plain before it; all-reduce curves: 13.787 ms before them; GDDR refit: 13.279 ms
+    # before it; rounded roofline: 13.622 before it)
     assert plain.performance.inter_token_latency_s == pytest.approx(0.013744, rel=1e-3)
-    # 10.008 ms speculated before the rounded roofline, 9.871 ms before the refit that raised the per-step cost to 2.4 ms
+    # 10.008 ms speculated before the rounded roofline, 9.871 ms before the refit that raised the per-step cost to
+    # 2.4 ms
     assert fast.performance.inter_token_latency_s == pytest.approx(0.010271, rel=1e-3)
     # the draft's weights sit on every device beside the target's: 16 GB of 8B bf16 over TP 8
     assert fast.memory.per_device_bytes["weights"] - plain.memory.per_device_bytes["weights"] == \

@@ -157,7 +157,8 @@ def test_preview_mode_keeps_the_literals_the_policies_read():
     assert by_name(stack, "EndpointConfiguration", "chat-70b-config").inputs["tags"]["gpuplan:layout"].startswith("tp=8")
     # the endpoint's name is set by the program (workload and instance type), so even a preview knows it
     target = by_name(stack, "appautoscaling/target:Target", "chat-70b-scaling-target").inputs
-    assert target["resourceId"] == "endpoint/chat-70b-p5-48xlarge/variant/AllTraffic"  # the plan since the curves' refit
+    # the plan since the all-reduce curves' refit
+    assert target["resourceId"] == "endpoint/chat-70b-p5-48xlarge/variant/AllTraffic"
 
 
 @pytest.mark.parametrize("change, message", [

@@ -66,8 +66,8 @@ def test_a_tensor_parallel_group_wider_than_a_node_pays_the_nics(catalog):
     issue-25 refit (its Hopper GEMM share rose 0.43 -> 0.63; 176 published), 221 once an all-reduce across nodes
     pays its 2·(ranks − 1) NIC hops (INTER_NODE_RING_STEP_S at its 10 µs prior) and nanotron runs no recompute, 218
     with COMM_OVERLAP refitted to 0.8, 212 at the kernel-stack refit (eager FlashAttention-2 at its measured rate, GEMM
-    share 0.59, overlap 0.95), 211 at the embedding-lookup refit (share 0.57, overlap 1.0), 224 at the refit with measured all-reduce curves
-    (share 0.61, overlap 0.75)."""
+    share 0.59, overlap 0.95), 211 at the embedding-lookup refit (share 0.57, overlap 1.0), 224 at the refit with
+    measured all-reduce curves (share 0.61, overlap 0.75)."""
     row = next(r for r in rs.sources()["nanotron-benchmark-summary"]["rows"] if r["id"] == "nanotron-80p0b-64node")
     assert rs.predict(catalog, row)[2].achieved_tflops_per_device == pytest.approx(224.3, abs=1.0)
 

@@ -32,7 +32,8 @@ COLLECTIVE_BASE_S = 15e-6
 COLLECTIVE_PER_RANK_S = 1.5e-6
 # NVLink SHARP (the NVSwitch reducing in the switch, NCCL >= 2.17 on H100/H200) lifts all-reduce bus bandwidth above
 # the ring's ~80% of the link only across more than 4 GPUs: ~365-370 GB/s at 2-4 H100s, ~420/440/460/480 at 5-8
-# (NVIDIA/nccl#1455); all-gathers and reduce-scatters run as rings. Below that width a curve is capped at the ring's share.
+# (NVIDIA/nccl#1455); all-gathers and reduce-scatters run as rings. Below that width a curve is capped at the ring's
+# share.
 NVLS_MIN_RANKS = 5
 
 
