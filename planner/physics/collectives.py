@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import statistics
-
 from functools import cache
 
 from planner.physics import efficiency

@@ -15,7 +15,7 @@ while its GEMM and weight time shrink. Activations are 16-bit whatever the weigh
 
 Prefill pays them too, for every prompt token. Left out of prefill (the engines that fuse them, TensorRT-LLM
 among them, pay less), held-out GPU serving tokens/s went 9.9% -> 10.3%, B200's 7.8% -> 12.5% and MoE's
-27.7% -> 32.8%, against TTFT 26.6% -> 25.5% (bench/accuracy.py, session 21): the long-prompt rows of NIM and of
+27.7% -> 32.8%, against TTFT 26.6% -> 25.5% (bench/accuracy.py; README, accuracy): the long-prompt rows of NIM and of
 TensorRT-LLM on the L40S are the ones that come out slower for them (tests/test_closed_loop.py, test_clocks.py).
 
 Neuron is left out: its compiler (neuronx-cc) schedules the whole layer graph and keeps these intermediates in
