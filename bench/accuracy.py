@@ -18,6 +18,7 @@ generalisation. Targets (issue 25, LOSO): training ≤ 10%, serving throughput �
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import statistics
@@ -120,17 +121,56 @@ def table(loso: dict, in_sample: dict) -> list[str]:
     return lines
 
 
+# The band a plan carries must hold TARGET_COVERAGE of the runs of a source it never saw, not only of the rows it
+# was drawn from (those it holds by construction). Drawn from the other sources' rows, the plain 10th-90th
+# percentile band held 50-77% of a held-out source's rows on the GPU classes (issue 25's target is 75%): sources
+# differ by more than rows within one source do. So each class's band is widened about its centre (in log space)
+# by the least factor on WIDENING_GRID at which the bands drawn without each source hold TARGET_COVERAGE of
+# that source's rows; one class's factor is fitted leave-one-source-out like every other constant.
+TARGET_COVERAGE = 0.80
+WIDENING_GRID = [round(1 + 0.05 * i, 2) for i in range(81)]  # ×1 to ×5 the half-width
+
+
+def _percentiles(group: list[Row]) -> tuple[float, float]:
+    """10th and 90th percentile of measured / predicted."""
+    values = sorted(r.measured / r.predicted for r in group)
+    deciles = statistics.quantiles(values, n=10, method="inclusive") if len(values) > 1 else values * 9
+    return deciles[0], deciles[8]
+
+
+def widened(q10: float, q90: float, factor: float) -> tuple[float, float]:
+    """[q10, q90] widened about its geometric centre by `factor` (its log half-width times factor)."""
+    centre, half = (math.log(q10) + math.log(q90)) / 2, (math.log(q90) - math.log(q10)) / 2
+    return math.exp(centre - factor * half), math.exp(centre + factor * half)
+
+
+def held_out_share(group: list[Row], factor: float) -> float:
+    """Share of the group's rows inside the band drawn from the other sources' rows, widened by `factor`."""
+    inside = 0
+    for source in {r.source for r in group}:
+        low, high = widened(*_percentiles([r for r in group if r.source != source]), factor)
+        inside += sum(low <= r.measured / r.predicted <= high for r in group if r.source == source)
+    return inside / len(group)
+
+
 def band_classes(rows: list[Row] | tuple[Row, ...]) -> dict[str, dict]:
-    """Per class: the 10th and 90th percentile of measured / predicted over held-out rows."""
-    ratios: dict[str, list[Row]] = {}
+    """Per class: the band (q10, q90 of measured / predicted over held-out rows, widened until it holds
+    TARGET_COVERAGE of a source left out of it), with the percentiles, the factor and the held-out share.
+    A class of one source has no source to check it on: its percentiles stand, unwidened."""
+    by_class: dict[str, list[Row]] = {}
     for r in rows:
-        ratios.setdefault(f"{r.platform}/{r.metric}", []).append(r)
+        by_class.setdefault(f"{r.platform}/{r.metric}", []).append(r)
     out = {}
-    for key, group in sorted(ratios.items()):
-        values = sorted(r.measured / r.predicted for r in group)
-        deciles = statistics.quantiles(values, n=10, method="inclusive") if len(values) > 1 else values * 9
-        out[key] = {"q10": round(deciles[0], 4), "q90": round(deciles[8], 4), "rows": len(group),
-                    "sources": sorted({r.source for r in group})}
+    for key, group in sorted(by_class.items()):
+        q10, q90 = _percentiles(group)
+        entry = {"rows": len(group), "sources": sorted({r.source for r in group})}
+        if len(entry["sources"]) > 1:
+            factor = next((f for f in WIDENING_GRID if held_out_share(group, f) >= TARGET_COVERAGE), WIDENING_GRID[-1])
+            entry |= {"percentiles": [round(q10, 4), round(q90, 4)], "widening": factor,
+                      "held_out_share": {"percentiles": round(held_out_share(group, 1.0), 4),
+                                         "widened": round(held_out_share(group, factor), 4)}}
+            q10, q90 = widened(q10, q90, factor)
+        out[key] = {"q10": round(q10, 4), "q90": round(q90, 4)} | entry
     return out
 
 
@@ -207,6 +247,13 @@ def main() -> None:
     print(planner_chosen_line(held, catalog))
     print("\n".join(table({**summary(held), **model_class_summary(held)},
                            {**summary(list(fitted.values())), **model_class_summary(list(fitted.values()))})))
+    print(f"80% bands on a source they never saw (each source against the band of the others' rows; widened to "
+          f"hold {TARGET_COVERAGE:.0%}):")
+    for key, entry in band_classes(held).items():
+        if "widening" in entry:
+            share = entry["held_out_share"]
+            print(f"  {key:<34} percentiles hold {share['percentiles']:.0%}, ×{entry['widening']:.2f} holds "
+                  f"{share['widened']:.0%}: {entry['q10']:.2f}–{entry['q90']:.2f}")
     if "--write-bands" in sys.argv and not only and not parts and metrics == METRICS:
         write_bands(held)
 

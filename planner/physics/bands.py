@@ -3,8 +3,10 @@
 bench/accuracy.py --write-bands predicts each published source with the constants of
 planner/physics/efficiency.py fitted WITHOUT it (leave-one-source-out) and stores, per class (platform ×
 metric), the 10th and 90th percentile of measured / predicted in planner/data/accuracy_bands.yaml
-with the rows, sources and date it used. A prediction p of that class then lies in
-[p · q10, p · q90] for 80% of unseen runs; a time derived from a throughput inverts it.
+with the rows, sources and date it used, widened about its centre until the band drawn without a source
+holds 80% of that source's rows (bench/accuracy.py band_classes: sources differ more than rows of one
+source do). A prediction p of that class then lies in [p · q10, p · q90] for 80% of the runs of a source
+it never saw; a time derived from a throughput inverts it.
 `constraints.confidence: likely` checks deadlines and latency targets at the band's slow edge.
 """
 
