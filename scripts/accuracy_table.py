@@ -6,8 +6,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parent.parent
 PLATFORMS = {"gpu": "GPU", "b200": "B200", "neuron": "Neuron", "trainium2": "Trainium2"}
 NAMES = {"ITL": "inter-token latency", "TTFT": "time to first token", "serving tokens/s": "serving output tokens/s",
@@ -34,7 +32,9 @@ def table_row(bands: dict, platform_label: str, name: str) -> str:
 
 
 def main() -> None:
-    bands = yaml.safe_load((ROOT / "planner/data/accuracy_bands.yaml").read_text())
+    from planner.workload.yamlsafe import load_text
+
+    bands = load_text((ROOT / "planner/data/accuracy_bands.yaml").read_text(), bundled=True)
     readme = ROOT / "README.md"
     lines = []
     for line in readme.read_text().split("\n"):
