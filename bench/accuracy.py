@@ -144,13 +144,27 @@ def widened(q10: float, q90: float, factor: float) -> tuple[float, float]:
     return math.exp(centre - factor * half), math.exp(centre + factor * half)
 
 
+def _factors_needed(group: list[Row]) -> list[float]:
+    """Per row, the least widening at which the band drawn from the other sources' rows holds it: its distance
+    from that band's centre in log space, in the band's half-widths (each source's band computed once)."""
+    needed = []
+    for source in {r.source for r in group}:
+        low, high = (math.log(q) for q in _percentiles([r for r in group if r.source != source]))
+        centre, half = (low + high) / 2, (high - low) / 2
+        for r in group:
+            if r.source == source:
+                off = abs(math.log(r.measured / r.predicted) - centre)
+                needed.append(off / half if half else (0.0 if off == 0 else math.inf))
+    return needed
+
+
+def _share(needed: list[float], factor: float) -> float:
+    return sum(f <= factor for f in needed) / len(needed)
+
+
 def held_out_share(group: list[Row], factor: float) -> float:
     """Share of the group's rows inside the band drawn from the other sources' rows, widened by `factor`."""
-    inside = 0
-    for source in {r.source for r in group}:
-        low, high = widened(*_percentiles([r for r in group if r.source != source]), factor)
-        inside += sum(low <= r.measured / r.predicted <= high for r in group if r.source == source)
-    return inside / len(group)
+    return _share(_factors_needed(group), factor)
 
 
 def band_classes(rows: list[Row] | tuple[Row, ...]) -> dict[str, dict]:
@@ -165,10 +179,11 @@ def band_classes(rows: list[Row] | tuple[Row, ...]) -> dict[str, dict]:
         q10, q90 = _percentiles(group)
         entry = {"rows": len(group), "sources": sorted({r.source for r in group})}
         if len(entry["sources"]) > 1:
-            factor = next((f for f in WIDENING_GRID if held_out_share(group, f) >= TARGET_COVERAGE), WIDENING_GRID[-1])
+            needed = _factors_needed(group)
+            factor = next((f for f in WIDENING_GRID if _share(needed, f) >= TARGET_COVERAGE), WIDENING_GRID[-1])
             entry |= {"percentiles": [round(q10, 4), round(q90, 4)], "widening": factor,
-                      "held_out_share": {"percentiles": round(held_out_share(group, 1.0), 4),
-                                         "widened": round(held_out_share(group, factor), 4)}}
+                      "held_out_share": {"percentiles": round(_share(needed, 1.0), 4),
+                                         "widened": round(_share(needed, factor), 4)}}
             q10, q90 = widened(q10, q90, factor)
         out[key] = {"q10": round(q10, 4), "q90": round(q90, 4)} | entry
     return out

@@ -43,8 +43,10 @@ DECODE_STEP_OVERHEAD_S = 0.0024
 TP_SYNC_OVERHEAD_S = 8e-06
 # Weight-only quantised kernels dequantise on the fly and reach less of the roof (gpt-fast int8 and
 # int4-g32 rows, reference P-35..P-41). Since the embedding lookup (the 16-bit table no longer counted in the
-# stream) the fit finds int8 kernels at 0.83-0.97 of 16-bit ones (0.83 since the rounded roofline; 0.81 before the
-# lookup) and int4 at 0.74-0.79: a weakly held pair, as AccelMark's held-out w8a16/w4a16 rows are its only check.
+# stream) the fit finds int8 kernels at 0.83-1.0 of 16-bit ones (1.0 at the refit with the all-reduce curves and the
+# elementwise kernels; 0.83 at the rounded roofline, 0.81 before the lookup) and int4 at 0.74-0.85: a weakly held
+# pair, as AccelMark's held-out w8a16/w4a16 rows are its only check (fitted in, they pull it back to 0.83/0.74:
+# bench/calibrate.py, EVALUATED_ONLY_SOURCES).
 QUANTISED_BANDWIDTH_FACTOR = {"int8": 1.0, "int4": 0.85}
 # MXFP4/NVFP4 weight kernels dequantise 4-bit blocks the same way; no published decode row isolates
 # them yet, so int4's fitted factor stands in (issue 28).
@@ -57,9 +59,9 @@ GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.64, "9": 0.61}
 # The share FP8 GEMMs reach of their doubled peak, relative to BF16 GEMMs' share of theirs: amax reductions
 # lower it, FP8's larger tiles at the same shapes raise it (the casts of every GEMM's operands are charged on their
 # own, planner/physics/fp8_casts.py); fitted on the FP8 training rows (NeMo's and DGX Cloud's Llama 3 and GPT-3 on
-# H100, torchtitan's FP8 FSDP rows), and never past the measured FP8 roof (GEMM_KERNEL_ROOF). The fit, 0.92, sits near
-# the ratio measured on one H100's 8192³ GEMMs (FP8 0.71 of its peak ÷ BF16 0.79 of its = 0.90,
-# bench/kernel_check.py); prefill has its own factor (PREFILL_FP8_GEMM_EFFICIENCY_FACTOR).
+# H100, torchtitan's FP8 FSDP rows), and never past the measured FP8 roof (GEMM_KERNEL_ROOF). The fit, 0.94 (0.92
+# before the all-reduce curves), sits near the ratio measured on one H100's 8192³ GEMMs (FP8 0.71 of its peak ÷ BF16
+# 0.79 of its = 0.90, bench/kernel_check.py); prefill has its own factor (PREFILL_FP8_GEMM_EFFICIENCY_FACTOR).
 FP8_GEMM_EFFICIENCY_FACTOR = 0.94
 # The share NVFP4 GEMMs (Blackwell block-scaled FP4: E2M1 blocks of 16 with an FP8 scale, activations quantised to
 # FP4 per token before each GEMM) reach of their FP4 roof, relative to BF16 GEMMs' share of theirs: the block-scale
@@ -149,7 +151,8 @@ REQUEST_OVERHEAD_S = 0.0
 NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 408
 # Share of a collective that hides behind the compute it overlaps on a GPU (FSDP/ZeRO prefetch, DDP bucketed
 # all-reduce in the backward): NCCL kernels take SMs from the GEMMs they overlap. Prior 0: the fit finds most of it
-# hidden (all of it since the embedding lookup, 0.95 with the kernel stacks of issue 25, 0.8 before).
+# hidden (0.75 since the measured all-reduce curves slowed ZeRO-3's tens-of-MB collectives' NVLink leg; all of it
+# since the embedding lookup, 0.95 with the kernel stacks of issue 25, 0.8 before).
 COMM_OVERLAP = 0.75
 # Time of one step of a flat NCCL ring (all-gather, reduce-scatter, all-reduce) once it crosses nodes: every
 # one of its ranks − 1 steps waits on the slowest hop, a NIC round (EFA/InfiniBand small-message
