@@ -128,6 +128,13 @@ EVALUATED_ONLY = ("Trainium2",)
 # serving tokens/s 9.9% -> 10.8% (Argonne's 272 rows +5% -> +9%, NIM's 11% -> 21%) and B200 7.8% -> 8.6%: their
 # quantised rows (vLLM 0.20.1's w4a16 slower than its bf16 on the same A100) drag the int4/int8 factors every
 # other source's rows read. So they stay the unseen check.
+# Tried (session 23): LLMPerf sends its requests in rounds (philschmid-llmperf-a10g-inf2.yaml's notes), so its
+# Yi-1.5-34B rows were read that way - the idle engine prefills the first arrival alone, the rest in groups of its
+# prefill token budget, decode after. Their TTFT went from 52-83% fast to 17-49% slow and their ITL within 5%; the
+# refit that follows lands in the AccelMark trial's basin (HBM 0.87 -> 0.83, int4 0.85 -> 0.74, step cost 2.4 ->
+# 1.9 ms): leave-one-source-out TTFT 26.6% -> 24.2% (signed -14.1% -> -3.8%), ITL 7.4% -> 6.6%, B200 7.8% -> 6.3%,
+# but serving tokens/s 9.9% -> 10.7% (past its target) and training 16.1% -> 17.3%, and TensorRT-LLM's held-out
+# L40S prefill-heavy rows leave their bound (tests/test_clocks.py). Kept out until a serving refit holds both.
 EVALUATED_ONLY_SOURCES = ("trtllm-perf-overview-v017", "gpustack-performance-lab-qwen3-8b-h100", "accelmark-verified")
 
 
