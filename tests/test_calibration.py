@@ -69,6 +69,18 @@ def test_a_source_left_out_never_informs_the_fit():
     assert calibrate.PARAMETERS["QUANTISED_BANDWIDTH_FACTOR[int4]"][0]() == before != 1.0
 
 
+def test_training_fit_weighs_every_source_the_same():
+    """The training group's objective is the mean of each source's median |error|, not the median over rows: a
+    source of 20 rows 10% fast and one of 2 rows 30% slow score (0.10 + 0.30) / 2 = 0.20, where the row median
+    (0.10) would ignore the smaller source. Serving keeps the row median (bench/calibrate.py objective)."""
+    from bench.reference_cases import Row
+
+    rows = ([Row(f"a{i}", "training TFLOP/s", "big", "", 110.0, 100.0) for i in range(20)]
+            + [Row(f"b{i}", "training TFLOP/s", "small", "", 70.0, 100.0) for i in range(2)])
+    assert calibrate.source_balanced_errors(rows)[("gpu", "training TFLOP/s")] == pytest.approx(0.20)
+    assert calibrate.median_errors(rows)[("gpu", "training TFLOP/s")] == pytest.approx(0.10)
+
+
 def test_catalog_rebuilds_from_data_inside_the_repository():
     """scripts/build_catalog.py needs nothing outside the clone (prices with their provenance README)."""
     import importlib.util

@@ -81,12 +81,13 @@ def _step(catalog, instance_type: str, kernels: str, precision: str = "bf16"):
 
 
 def test_fused_steps_faster_on_hopper_only(catalog):
-    """Llama 3 8B at 8k tokens on one p5: 0.48 MFU eager, 0.60 fused (published: IBM FMS's 7B FSDP on H100 0.45,
-    NVIDIA DGX Cloud's 8B on NeMo 0.63): the fused step 1.25x faster (1.32x before the refit with measured all-reduce
+    """Llama 3 8B at 8k tokens on one p5: 0.49 MFU eager, 0.63 fused (published: IBM FMS's 7B FSDP on H100 0.45,
+    NVIDIA DGX Cloud's 8B on NeMo 0.63): the fused step 1.29x faster since the training fit weighs every source the
+    same (FUSED_KERNELS_FACTOR 1.13 -> 1.15; 1.25x before, 1.32x before the refit with measured all-reduce
     curves, FUSED_KERNELS_FACTOR 1.23 -> 1.13; 1.29x before the embedding-lookup refit); the
     same step on A100s either way."""
     eager, fused = _step(catalog, "p5.48xlarge", "eager"), _step(catalog, "p5.48xlarge", "fused")
-    assert eager.step_time_s / fused.step_time_s == pytest.approx(1.25, abs=0.02)
+    assert eager.step_time_s / fused.step_time_s == pytest.approx(1.29, abs=0.02)
     assert fused.model_flops_utilization < efficiency.GEMM_KERNEL_ROOF["bf16"]
     assert _step(catalog, "p4d.24xlarge", "eager").step_time_s == _step(catalog, "p4d.24xlarge", "fused").step_time_s
 

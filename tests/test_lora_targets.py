@@ -38,8 +38,9 @@ def test_lora_over_sft_step_of_the_nemo_8b_pair(catalog):
     lora = reference_sources.predict(catalog, _row("dgxc-l3-8b-ft-lora-bf16-8gpu"))[2].step_time_s
     sft = reference_sources.predict(catalog, _row("dgxc-l3-8b-ft-sft-bf16-8gpu"))[2].step_time_s
     # 0.765 before the rounded roofline's refit (adapters stream at MEMORY_BANDWIDTH_EFFICIENCY 0.84, was 0.86), 0.747
-    # before the kernel-stack refit, 0.754 before the lookup
-    assert lora / sft == pytest.approx(0.764, abs=0.001)
+    # before the kernel-stack refit, 0.754 before the lookup, 0.764 before the training fit weighed every source the
+    # same (non-GEMM traffic 408 -> 204 bytes per token and hidden unit, which the SFT step pays on every weight)
+    assert lora / sft == pytest.approx(0.741, abs=0.001)
     assert lora / sft < 0.92 / 1.32 * 1.10
 
 
@@ -51,8 +52,9 @@ def test_nemo_fine_tuning_rows_reduce_gradients_in_bf16(catalog):
     assert reference_sources.training_inputs(catalog, row)["setup"].grad_precision == "bf16"
     at_8 = reference_sources.predict(catalog, _row("dgxc-l3-8b-ft-sft-fp8-8gpu"))[2].step_time_s
     at_32 = reference_sources.predict(catalog, row)[2].step_time_s
-    # 1.106 at COMM_OVERLAP 1.0, 1.156 at 0.8, 1.110 at 0.95; 1.01 published
-    assert at_32 / at_8 == pytest.approx(1.124, abs=0.001)
+    # 1.106 at COMM_OVERLAP 1.0, 1.156 at 0.8, 1.110 at 0.95, 1.124 at 0.75 (a shorter step at 0.9 since the fit
+    # weighs every source the same hides less of the all-reduce); 1.01 published
+    assert at_32 / at_8 == pytest.approx(1.133, abs=0.001)
 
 
 def test_the_optimizer_step_of_lora_reads_the_adapters_states_only(catalog, arch):
