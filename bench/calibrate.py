@@ -107,8 +107,9 @@ def source_balanced_errors(rows: list[Row]) -> dict[tuple[str, str], float]:
     """Per (platform, metric), the mean over sources of each source's median absolute relative error: what the fit
     minimises. Every source weighs the same, as a source the plan has never seen will: with the median over rows, the
     two or three largest sources decided the class's median, and a constant that two sources disagreed on flipped to
-    whichever basin the larger one favoured when the other was held out (session 24: Ampere's GEMM share went 0.64 ->
-    0.49 without Korthikanti's five rows; leave-one-source-out training error 16.1% -> 10.2% with this objective).
+    whichever basin the larger one favoured when the other was held out (README, accuracy: Ampere's GEMM share went
+    0.64 -> 0.49 without Korthikanti's five rows; leave-one-source-out training error 16.1% -> 10.2% with this
+    objective).
     Training only: tried on every group, it took serving's leave-one-source-out error the other way (tokens/s 9.9% ->
     11.7%, TTFT 26.6% -> 28.5%, ITL 7.4% -> 10.1%), where a few small sources with their own harness load models
     (LLMPerf's rounds, NIM's five rows) would weigh as much as the vendor tables of hundreds of controlled runs; on
@@ -145,7 +146,7 @@ EVALUATED_ONLY = ("Trainium2",)
 # serving tokens/s 9.9% -> 10.8% (Argonne's 272 rows +5% -> +9%, NIM's 11% -> 21%) and B200 7.8% -> 8.6%: their
 # quantised rows (vLLM 0.20.1's w4a16 slower than its bf16 on the same A100) drag the int4/int8 factors every
 # other source's rows read. So they stay the unseen check.
-# Tried (session 23): LLMPerf sends its requests in rounds (philschmid-llmperf-a10g-inf2.yaml's notes), so its
+# Tried (issue 25): LLMPerf sends its requests in rounds (philschmid-llmperf-a10g-inf2.yaml's notes), so its
 # Yi-1.5-34B rows were read that way - the idle engine prefills the first arrival alone, the rest in groups of its
 # prefill token budget, decode after. Their TTFT went from 52-83% fast to 17-49% slow and their ITL within 5%; the
 # refit that follows lands in the AccelMark trial's basin (HBM 0.87 -> 0.83, int4 0.85 -> 0.74, step cost 2.4 ->

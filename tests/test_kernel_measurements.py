@@ -53,7 +53,7 @@ def test_layer_factor_is_the_flop_weighted_harmonic_mean():
     # three GEMMs of 24 multiply-adds each at 0.5, 1.0 and 0.25 of the 8192³ rate: 72 / (48 + 24 + 96)
     assert kernel_check.row_layer_factors(data, [row])["r"] == pytest.approx(72 / 168)
     # a row whose shapes the run never timed (added since, or moved with the planner's micro-batch) is left out, not
-    # a KeyError that stopped `python bench/kernel_check.py` (session 24)
+    # a KeyError that stopped `python bench/kernel_check.py`
     assert kernel_check.row_layer_factors(data, [row, {"id": "new", "prec": "bf16", "gemms": [[5, 6, 7]]}]) == \
         {"r": pytest.approx(72 / 168)}
 

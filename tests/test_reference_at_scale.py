@@ -53,8 +53,8 @@ def test_narayanan_teraflops_are_converted_back_to_tokens_with_the_papers_eq_3(c
     assert rs.measured_tflops(row, arch, accel) == pytest.approx(107.36, abs=0.01)
 
 
-# Predicted at the committed constants; before the training fit weighed every source the same (session 24): 123.39,
-# 496.74, 296.74, 528.70 and 574.39 in the order below.
+# Predicted at the committed constants; before the training fit weighed every source the same (bench/calibrate.py):
+# 123.39, 496.74, 296.74, 528.70 and 574.39 in the order below.
 @pytest.mark.parametrize("row_id, predicted, measured, planners", [
     ("nar21-1t-3072gpu", 122.70, 122.30, True),        # A100, TP 8 × PP 64, micro-batch 1 (planner's)
     ("mlm-weak-462b-6144gpu", 495.39, 465.02, True),   # H100, TP 8 × PP 16 × DP 48 (DP buckets pay NIC hops)
