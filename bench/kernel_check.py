@@ -159,8 +159,27 @@ def ridge_errors(data: dict, sharpness: float | None) -> list[float]:
 
 def planner_layer_s(name: str, catalog: Catalog, kernels: str = "eager") -> float:
     """The planner's compute time (matmul and non-matmul, training_time.step_parts) for one device's share of the
-    layer's forward+backward: one micro-batch, no recompute, at the layer's TP. The architecture is the layer alone
-    (its parameters the layer's linear weights, so 6·N is the layer's linear work), on the `kernels` stack."""
+    layer's forward+backward: one micro-batch, no recompute, at the layer's TP, on the `kernels` stack."""
+    parts = planner_layer_parts(name, catalog, kernels)
+    return parts.matmul_s + parts.nonmatmul_s
+
+
+def compiled_nonmatmul_shares(data: dict, catalog: Catalog) -> dict[str, float]:
+    """Per layer timed eager and under torch.compile: the share of the planner's eager non-GEMM time that the
+    measured saving leaves, 1 − (eager − compiled) ÷ that time. torch.compile runs the same cuBLAS GEMMs and
+    FlashAttention-2 (SDPA) as eager and fuses only the elementwise kernels around them, so the saving is
+    non-GEMM traffic (bench/calibrate.py records the trial of a compiled stack charged the median)."""
+    timed: dict[str, dict[str, float]] = {}
+    for layer in data["layers"]:
+        if "s" in layer:
+            timed.setdefault(layer["name"], {})[layer["mode"]] = layer["s"]
+    return {name: 1 - (t["eager"] - t["compile"]) / planner_layer_parts(name, catalog, "eager").nonmatmul_s
+            for name, t in timed.items() if {"eager", "compile"} <= t.keys()}
+
+
+def planner_layer_parts(name: str, catalog: Catalog, kernels: str):
+    """training_time.step_parts of one device's share of the layer's forward+backward. The architecture is the
+    layer alone (its parameters the layer's linear weights, so 6·N is the layer's linear work)."""
     h, f, heads, kv_heads, head_dim, micro_batch, seq, tp = LAYERS[name]
     itype = catalog.instance("p5.48xlarge")
     accel = catalog.accelerator(itype.accelerator)
@@ -169,8 +188,7 @@ def planner_layer_s(name: str, catalog: Catalog, kernels: str = "eager") -> floa
     arch = Architecture(params=linear_params, layers=1, hidden_size=h, attention_heads=heads, kv_heads=kv_heads,
                         head_dim=head_dim, ffn_hidden_size=f, vocab_size=32000, tied_embeddings=True)
     work = training_work(arch, TrainingSetup("full", "bf16", "adamw", "auto", 16, seq, kernels=kernels))
-    parts = step_parts(arch, itype, accel, "bf16", seq, TrainingLayout(tp, 1, 1, 0, micro_batch, 1, "none"), work)
-    return parts.matmul_s + parts.nonmatmul_s
+    return step_parts(arch, itype, accel, "bf16", seq, TrainingLayout(tp, 1, 1, 0, micro_batch, 1, "none"), work)
 
 
 def residuals_with_measured_factors(catalog: Catalog, shapes: list[dict],
@@ -229,6 +247,9 @@ def report(catalog: Catalog) -> list[str]:
             lines.append(f"layer {layer['name']} {layer['mode']}: {layer['s'] * 1e3:.2f} ms measured ({mfu:.2f} MFU), "
                          f"planner {planner_layer_s(layer['name'], catalog) * 1e3:.2f} ms eager, "
                          f"{planner_layer_s(layer['name'], catalog, 'fused') * 1e3:.2f} ms fused")
+    left = compiled_nonmatmul_shares(data, catalog)
+    lines.append(f"torch.compile's saving leaves {min(left.values()):+.2f} to {max(left.values()):+.2f} (median "
+                 f"{statistics.median(left.values()):+.2f}) of the planner's eager non-GEMM time, {len(left)} layers")
     return lines
 
 
