@@ -28,7 +28,7 @@ from planner.hardware.catalog import Catalog, bundled  # noqa: E402
 from planner.physics import efficiency  # noqa: E402
 from planner.physics.gemm_shape import gemm_shape_factor, layer_gemm_factor, layer_gemms, passes  # noqa: E402
 from planner.physics.memory import TrainingSetup  # noqa: E402
-from planner.physics.training_time import TrainingLayout, step_parts, training_work  # noqa: E402
+from planner.physics.training_time import StepParts, TrainingLayout, step_parts, training_work  # noqa: E402
 from planner.workload.presets import Architecture  # noqa: E402
 
 H100_RUN = Path(__file__).resolve().parent / "data" / "device" / "h100-2026-11-24.json"
@@ -177,7 +177,7 @@ def compiled_nonmatmul_shares(data: dict, catalog: Catalog) -> dict[str, float]:
             for name, t in timed.items() if {"eager", "compile"} <= t.keys()}
 
 
-def planner_layer_parts(name: str, catalog: Catalog, kernels: str):
+def planner_layer_parts(name: str, catalog: Catalog, kernels: str) -> StepParts:
     """training_time.step_parts of one device's share of the layer's forward+backward. The architecture is the
     layer alone (its parameters the layer's linear weights, so 6·N is the layer's linear work)."""
     h, f, heads, kv_heads, head_dim, micro_batch, seq, tp = LAYERS[name]

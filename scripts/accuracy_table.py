@@ -4,9 +4,14 @@ planner/data/accuracy_bands.yaml; run after `python bench/accuracy.py --write-ba
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from planner.workload.yamlsafe import load_text  # noqa: E402
+
 PLATFORMS = {"gpu": "GPU", "b200": "B200", "neuron": "Neuron", "trainium2": "Trainium2"}
 NAMES = {"ITL": "inter-token latency", "TTFT": "time to first token", "serving tokens/s": "serving output tokens/s",
          "training TFLOP/s": "training TFLOP/s per GPU", "training peak memory": "training peak memory per GPU",
@@ -32,8 +37,6 @@ def table_row(bands: dict, platform_label: str, name: str) -> str:
 
 
 def main() -> None:
-    from planner.workload.yamlsafe import load_text
-
     bands = load_text((ROOT / "planner/data/accuracy_bands.yaml").read_text(), bundled=True)
     readme = ROOT / "README.md"
     lines = []
