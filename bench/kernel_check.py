@@ -168,7 +168,7 @@ def compiled_nonmatmul_shares(data: dict, catalog: Catalog) -> dict[str, float]:
     """Per layer timed eager and under torch.compile: the share of the planner's eager non-GEMM time that the
     measured saving leaves, 1 − (eager − compiled) ÷ that time. torch.compile runs the same cuBLAS GEMMs and
     FlashAttention-2 (SDPA) as eager and fuses only the elementwise kernels around them, so the saving is
-    non-GEMM traffic (bench/calibrate.py records the trial of a compiled stack charged the median)."""
+    non-GEMM traffic (efficiency.COMPILED_NONMATMUL_SHARE is the median)."""
     timed: dict[str, dict[str, float]] = {}
     for layer in data["layers"]:
         if "s" in layer:

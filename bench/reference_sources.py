@@ -52,6 +52,13 @@ def row_accelerator(catalog: Catalog, itype: InstanceType, row: dict) -> Acceler
     return accel.model_copy(update={"intra_node_link": "pcie-p2p"}) if row.get("gpu_peer_to_peer") else accel
 
 
+def row_instance(catalog: Catalog, row: dict) -> InstanceType:
+    """The EC2 type that stands for the row's node, with the row's own network between nodes where it states one
+    (`inter_node_gbps`: IBM's H100 cluster had 800 Gb/s a node, a p5 has 3,200)."""
+    itype = catalog.instance(INSTANCE_FOR[row["accelerator"]])
+    return itype.model_copy(update={"inter_node_gbps": row["inter_node_gbps"]}) if row.get("inter_node_gbps") else itype
+
+
 @cache
 def sources() -> dict[str, dict]:
     """source id -> {"source": the citation block, "rows": [...]} for every file in DIR."""
@@ -124,9 +131,20 @@ DDP_BUCKET_BYTES = {"nanotron": 25 * 2**20}
 FUSED_KERNEL_FRAMEWORKS = ("megatron-core", "nemo-megatron")
 
 
+# Code bases that always compile the model with torch.compile: IBM fms-fsdp (its README: "torch.compile" in every
+# throughput row's setup), OLMo-core (the official training scripts set compile_model=True). torchtitan and
+# torchtune compile behind a flag: their rows say `kernels: compiled` where the published run set it.
+COMPILED_KERNEL_FRAMEWORKS = ("fms-fsdp", "olmo-core")
+
+
 def kernels(row: dict) -> str:
-    """The row's training kernel stack (training.kernels): fused for a Transformer Engine code base, else eager."""
-    return "fused" if row.get("framework") in FUSED_KERNEL_FRAMEWORKS else "eager"
+    """The row's training kernel stack (training.kernels): as the row states it, else fused for a Transformer Engine
+    code base, compiled for one that always compiles, else eager."""
+    if row.get("kernels"):
+        return row["kernels"]
+    if row.get("framework") in FUSED_KERNEL_FRAMEWORKS:
+        return "fused"
+    return "compiled" if row.get("framework") in COMPILED_KERNEL_FRAMEWORKS else "eager"
 
 
 def framework_defaults(row: dict) -> dict:
@@ -146,7 +164,7 @@ def resolved(row: dict) -> dict:
 def training_inputs(catalog: Catalog, row: dict) -> dict:
     """What one published training row states, in the planner's terms: architecture, node and device,
     precision, setup and layout (shared by the throughput and the peak-memory comparisons)."""
-    itype = catalog.instance(INSTANCE_FOR[row["accelerator"]])
+    itype = row_instance(catalog, row)
     precision = row["precision"] if row["precision"] in ("bf16", "fp8", "fp16") else "bf16"
     mb, dp = row["micro_batch"], row["dp"]
     return {"arch": row_architecture(row), "itype": itype, "accel": row_accelerator(catalog, itype, row),

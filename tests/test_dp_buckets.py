@@ -1,6 +1,6 @@
 """Issue 25, data parallelism at scale: ZeRO-0/1/2 reduce gradients one bucket at a time as the backward
 fills them (Megatron: max(40M, 1M·dp) parameters a bucket; PyTorch DDP: 25 MiB), and each bucket's flat
-ring across nodes takes phases·(ranks − 1) steps, each a NIC hop (efficiency.INTER_NODE_RING_STEP_S). At a
+ring across nodes takes phases·(ranks − 1) steps, each a NIC hop (collectives.INTER_NODE_RING_STEP_S). At a
 fixed global batch the compute per GPU shrinks with DP while the ring lengthens: per-GPU throughput falls.
 nanotron's sweep (bench/data/reference/nanotron-benchmark-summary.yaml): 3.57B at TP 4 and 256 sequences
 of 4,096 tokens, 264.9 TFLOP/s per GPU at DP 64 and 103.8 at DP 128 (2.6× lower)."""
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from bench import reference_sources as rs
-from planner.physics import efficiency
+from planner.physics import collectives
 from planner.physics.collectives import group_collective_s
 from planner.physics.training_time import TrainingWork, dp_buckets
 
@@ -27,16 +27,16 @@ def test_megatron_and_ddp_buckets():
     assert dp_buckets(_work(1.34e9, 25 * 2**20), 4, 128) == 52
 
 
-def test_an_all_reduce_across_nodes_pays_twice_the_ring_steps(catalog, monkeypatch):
-    monkeypatch.setattr(efficiency, "INTER_NODE_RING_STEP_S", 1e-5)
+def test_an_all_reduce_across_nodes_pays_its_nic_hops_on_every_call(catalog, monkeypatch):
     itype, accel = catalog.instance("p5.48xlarge"), catalog.accelerator("H100-80GB")
-    monkeypatch.setattr(efficiency, "INTER_NODE_RING_STEP_S", 0.0)
+    monkeypatch.setattr(collectives, "INTER_NODE_TREE_LEVEL_S", 1.0)  # the ring's hops, not the tree's
+    monkeypatch.setattr(collectives, "INTER_NODE_RING_STEP_S", 0.0)
     without = group_collective_s(1e8, 128, 4, accel, itype, 2, calls=10)
-    monkeypatch.setattr(efficiency, "INTER_NODE_RING_STEP_S", 1e-5)
+    monkeypatch.setattr(collectives, "INTER_NODE_RING_STEP_S", 1e-5)
     with_steps = group_collective_s(1e8, 128, 4, accel, itype, 2, calls=10)
     assert with_steps - without == pytest.approx(10 * 2 * 127 * 1e-5)
     inside = group_collective_s(1e8, 8, 8, accel, itype, 2, calls=10)  # one node: NVLink, no NIC hop
-    monkeypatch.setattr(efficiency, "INTER_NODE_RING_STEP_S", 0.0)
+    monkeypatch.setattr(collectives, "INTER_NODE_RING_STEP_S", 0.0)
     assert group_collective_s(1e8, 8, 8, accel, itype, 2, calls=10) == inside
 
 

@@ -5,6 +5,7 @@ rows were predicted 20% slow and nanotron's 24% fast by one shared GEMM share (L
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 from typer.testing import CliRunner
@@ -81,13 +82,14 @@ def _step(catalog, instance_type: str, kernels: str, precision: str = "bf16"):
 
 
 def test_fused_steps_faster_on_hopper_only(catalog):
-    """Llama 3 8B at 8k tokens on one p5: 0.49 MFU eager, 0.63 fused (published: IBM FMS's 7B FSDP on H100 0.45,
-    NVIDIA DGX Cloud's 8B on NeMo 0.63): the fused step 1.29x faster since the training fit weighs every source the
-    same (FUSED_KERNELS_FACTOR 1.13 -> 1.15; 1.25x before, 1.32x before the refit with measured all-reduce
-    curves, FUSED_KERNELS_FACTOR 1.23 -> 1.13; 1.29x before the embedding-lookup refit); the
-    same step on A100s either way."""
+    """Llama 3 8B at 8k tokens on one p5: 0.44 MFU eager, 0.47 compiled, 0.63 fused (published: IBM FMS's compiled 7B
+    FSDP on H100 0.45, NVIDIA DGX Cloud's 8B on NeMo 0.63): the fused step 1.44x faster since collectives across nodes
+    are measured and Hopper's eager GEMM share was refitted 0.58 -> 0.49 (FUSED_KERNELS_FACTOR 1.15 -> 1.36: the
+    fused share moved less); 1.29x since the training fit weighs every source the same (FUSED_KERNELS_FACTOR 1.13 ->
+    1.15; 1.25x before, 1.32x before the refit with measured all-reduce curves, 1.29x before the embedding-lookup
+    refit); the same step on A100s either way."""
     eager, fused = _step(catalog, "p5.48xlarge", "eager"), _step(catalog, "p5.48xlarge", "fused")
-    assert eager.step_time_s / fused.step_time_s == pytest.approx(1.29, abs=0.02)
+    assert eager.step_time_s / fused.step_time_s == pytest.approx(1.44, abs=0.02)
     assert fused.model_flops_utilization < efficiency.GEMM_KERNEL_ROOF["bf16"]
     assert _step(catalog, "p4d.24xlarge", "eager").step_time_s == _step(catalog, "p4d.24xlarge", "fused").step_time_s
 
@@ -98,7 +100,11 @@ def test_reference_rows_carry_their_stack(catalog):
     assert reference_sources.kernels(rows["dgxc-l31-8b-pretrain-bf16-8gpu"]) == "fused"
     assert reference_sources.kernels(rows["mlm-weak-7p1b-96gpu"]) == "fused"
     assert reference_sources.kernels(rows["nanotron-8p86b-1node"]) == "eager"
-    assert reference_sources.kernels(rows["fms-fsdp-7b-h100-96gpu"]) == "eager"
+    assert reference_sources.kernels(rows["fms-fsdp-7b-h100-96gpu"]) == "compiled"
+    assert reference_sources.kernels(rows["tt-8b-8gpu-fsdp"]) == "eager"
+    assert reference_sources.kernels(rows["tt-8b-8gpu-fsdp-compile"]) == "compiled"
+    assert reference_sources.kernels(rows["torchtune-l32-3b-a100-packed"]) == "eager"
+    assert reference_sources.kernels(rows["torchtune-l32-3b-a100-compile"]) == "compiled"
     row = reference_sources.resolved(rows["dgxc-l31-8b-pretrain-bf16-8gpu"])
     assert reference_sources.training_inputs(catalog, row)["setup"].kernels == "fused"
 
@@ -121,7 +127,7 @@ def test_cli_names_the_field_and_its_choices(tmp_path):
         "training": {"tokens": 1e9, "kernels": "turbo"}}]})
     result = runner.invoke(app, ["plan", str(path)])
     assert result.exit_code == 2
-    assert "training.kernels" in result.output and "'eager' or 'fused'" in result.output
+    assert "training.kernels" in result.output and "'eager', 'compiled' or 'fused'" in result.output
     assert "Traceback" not in result.output
 
 
@@ -133,3 +139,57 @@ def test_markdown_and_json_show_the_stack(tmp_path):
     assert markdown.exit_code == 0 and "full training, fused kernels" in markdown.output
     plan = json.loads(runner.invoke(app, ["plan", str(path), "--format", "json"]).output)
     assert plan["plans"][0]["training_kernels"] == "fused"
+
+
+def test_compiled_stack_moves_no_elementwise_traffic(catalog):
+    """torch.compile keeps the eager stack's GEMMs and FlashAttention-2 and fuses the elementwise kernels between
+    them: the compiled step is the eager one less its non-GEMM time (COMPILED_NONMATMUL_SHARE of it kept), the same
+    on Ampere and Hopper."""
+    from planner.physics.training_time import step_parts
+    arch, itype = presets()["llama-3-8b"], catalog.instance("p5.48xlarge")
+    accel = catalog.accelerator(itype.accelerator)
+    layout = TrainingLayout(1, 1, 8, 1, 1, 16, "selective")
+    eager, compiled = (step_parts(arch, itype, accel, "bf16", 8192, layout, training_work(
+        arch, TrainingSetup("full", "bf16", "adamw", "auto", 16, 8192, kernels=k))) for k in ("eager", "compiled"))
+    assert compiled.matmul_s == eager.matmul_s
+    assert compiled.nonmatmul_s == pytest.approx(eager.nonmatmul_s * efficiency.COMPILED_NONMATMUL_SHARE)
+    # 204 B per token per hidden unit, 32 layers of 4,096, at 3.35 TB/s: 16 micro-batches of 8,192 tokens a device a
+    # step
+    assert eager.nonmatmul_s == pytest.approx(16 * 8192 * efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN * 32 * 4096
+                                              / 3.35e12)
+    assert _step(catalog, "p4d.24xlarge", "compiled").step_time_s < _step(catalog, "p4d.24xlarge", "eager").step_time_s
+
+
+def test_compiled_share_is_the_measured_saving(catalog):
+    """The six layers timed eager and compiled on one H100: the saving leaves a median 0.00 of the planner's eager
+    non-GEMM time (-0.15 to 0.26), so a compiled stack is charged none."""
+    shares = kernel_check.compiled_nonmatmul_shares(kernel_check.run(), catalog)
+    assert len(shares) == 6
+    assert max(0.0, round(statistics.median(shares.values()), 2)) == efficiency.COMPILED_NONMATMUL_SHARE
+    assert min(shares.values()) == pytest.approx(-0.15, abs=0.01)
+    assert max(shares.values()) == pytest.approx(0.26, abs=0.01)
+
+
+def test_published_compile_speedups_are_not_overstated(catalog):
+    """torchtitan's Tables 1 and 3 (Llama 3.1 8B, FSDP on 8 and 128 H100s) ran the same layout eager and compiled:
+    1.157x and 1.162x tokens/s. The planner's compiled step is 1.07x faster: the measured per-layer saving, less
+    than the whole run gained (torchtune's 3B on one A100: 1.27x)."""
+    rows = {r["id"]: r for r in reference_sources.sources()["torchtitan-benchmarks"]["rows"]}
+    for eager_id in ("tt-8b-8gpu-fsdp", "tt-8b-128gpu-fsdp"):
+        eager, compiled = rows[eager_id], rows[eager_id + "-compile"]
+        published = compiled["tokens_per_s_per_gpu"] / eager["tokens_per_s_per_gpu"]
+        predicted = (reference_sources.predict(catalog, {**compiled, "accelerator": "H100-SXM-80GB"})[2].tokens_per_s
+                     / reference_sources.predict(catalog, {**eager, "accelerator": "H100-SXM-80GB"})[2].tokens_per_s)
+        assert published == pytest.approx(1.16, abs=0.005)
+        assert 1.03 < predicted < published
+
+
+def test_a_row_states_its_own_network(catalog):
+    """IBM's H100 cluster had 800 Gb/s between nodes, a p5 3,200: its FSDP rows are compared on their own network."""
+    rows = {r["id"]: r for r in reference_sources.sources()["ibm-fms-fsdp-throughput"]["rows"]}
+    row = rows["fms-fsdp-70b-h100-96gpu"]
+    assert reference_sources.row_instance(catalog, row).inter_node_gbps == 800
+    assert reference_sources.row_instance(catalog, {**row, "inter_node_gbps": None}).inter_node_gbps == 3200
+    slow = reference_sources.predict(catalog, row)[2].tokens_per_s
+    fast = reference_sources.predict(catalog, {**row, "inter_node_gbps": None})[2].tokens_per_s
+    assert slow < fast

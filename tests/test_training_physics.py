@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from planner.physics import efficiency
+from planner.physics import collectives
 from planner.physics.collectives import group_collective_s
 from planner.physics.gemm_shape import gemm_shape_factor, layer_gemm_factor
 from planner.physics.memory import TrainingSetup, training_model_states
@@ -45,7 +45,7 @@ def test_layer_by_layer_collectives_pay_a_ring_step_per_rank(catalog):
     itype, accel = catalog.instance("p4de.24xlarge"), catalog.accelerator("A100-80GB")
     whole = group_collective_s(1e9, 1024, 8, accel, itype, 1)
     by_layer = group_collective_s(1e9, 1024, 8, accel, itype, 1, calls=96)
-    assert by_layer - whole > 95 * 1023 * efficiency.INTER_NODE_RING_STEP_S
+    assert by_layer - whole > 95 * 1023 * collectives.INTER_NODE_RING_STEP_S
 
 
 def test_zero3_per_gpu_throughput_falls_as_data_parallelism_grows(catalog, arch):

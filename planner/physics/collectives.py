@@ -34,6 +34,15 @@ COLLECTIVE_PER_RANK_S = 1.5e-6
 # (NVIDIA/nccl#1455); all-gathers and reduce-scatters run as rings. Below that width a curve is capped at the ring's
 # share.
 NVLS_MIN_RANKS = 5
+# Across nodes a collective pays, on top of its slower link's transfer, one wait on a NIC hop per ring step:
+# phases·(ranks − 1) steps for a ring (an all-gather or reduce-scatter ranks − 1, an all-reduce twice that;
+# Patarasuk & Yuan 2009). All-gathers run only as rings, so their time at 32 MiB grows ~9 µs a rank from 16 to 256
+# H100s on p5 (nccl-tests, bench/data/collectives/across-nodes.yaml). An all-reduce takes NCCL's tree once that is
+# cheaper: 2·log2(nodes) levels, up and down. Both measured by bench/collective_check.py on those curves (25 and 45
+# points, 2-32 p5 nodes), not fitted to training runs. This is what makes ZeRO-3 and FSDP (one collective per layer)
+# and DDP/ZeRO-1/2 (one per gradient bucket) lose throughput per GPU as data parallelism grows at a fixed batch.
+INTER_NODE_RING_STEP_S = 9.0e-6
+INTER_NODE_TREE_LEVEL_S = 140e-6
 
 
 def intra_node_bytes_per_s(accel: Accelerator) -> float:
@@ -117,22 +126,33 @@ def ring_s(bytes_: float, ranks: int, bandwidth: float, phases: int = 2, accel: 
     return latency_s(ranks, accel) + phases * (ranks - 1) / ranks * bytes_ / bandwidth
 
 
+def across_nodes_latency_s(ranks: int, nodes: int, phases: int) -> float:
+    """The NIC hops a collective over `ranks` devices on `nodes` nodes waits on: a ring's phases·(ranks − 1) steps,
+    or for an all-reduce NCCL's tree when that is cheaper (INTER_NODE_RING_STEP_S, INTER_NODE_TREE_LEVEL_S)."""
+    if nodes <= 1:
+        return 0.0
+    ring = phases * (ranks - 1) * INTER_NODE_RING_STEP_S
+    return min(ring, 2 * math.log2(nodes) * INTER_NODE_TREE_LEVEL_S) if phases >= 2 else ring
+
+
 def group_collective_s(bytes_: float, ranks: int, ranks_per_node: int, accel: Accelerator,
                        itype: InstanceType, phases: int = 2, calls: int = 1) -> float:
-    """A collective over `ranks` devices of which `ranks_per_node` share a node (a hierarchical
-    ring: NVLink inside the node on the whole buffer, the NICs across nodes on 1/g of it), issued as
-    `calls` equal pieces (FSDP/ZeRO-3 gather and reduce-scatter one layer at a time), each paying
-    the latency. A collective across nodes runs as one flat ring (NCCL): its phases·(ranks − 1) steps (an
-    all-gather or reduce-scatter ranks − 1, an all-reduce twice that) each wait on a NIC hop (Patarasuk & Yuan
-    2009; efficiency.INTER_NODE_RING_STEP_S)."""
+    """A collective over `ranks` devices of which `ranks_per_node` share a node (NVLink inside the node on the
+    whole buffer, the NICs across nodes on 1/g of it), issued as `calls` equal pieces (FSDP/ZeRO-3 gather and
+    reduce-scatter one layer at a time), each paying the latency. Across nodes NCCL pipelines the buffer through
+    both links at once, so the transfer takes the slower leg's time, not their sum (nccl-tests on 2 p5 nodes: 8 GiB
+    all-reduced in 33.7 ms, the NVLink leg alone 32.2), plus the NIC hops (across_nodes_latency_s). Neuron keeps
+    the sum its constants were fitted with."""
     if ranks <= 1:
         return 0.0
     g = max(1, min(ranks, ranks_per_node))
     nodes = -(-ranks // g)
     intra = intra_node_ring_s(bytes_, g, accel, phases)
-    inter = ring_s(bytes_ / g, nodes, inter_node_bytes_per_s(itype), phases, accel) if nodes > 1 else 0.0
-    latency = latency_s(g, accel) + (latency_s(nodes, accel) if nodes > 1 else 0.0)
-    if nodes > 1 and not accel.is_neuron:  # phases·(ranks − 1) ring steps, each waiting on a NIC hop
-        latency += phases * (ranks - 1) * efficiency.INTER_NODE_RING_STEP_S
-        inter += phases * (ranks - 1) * efficiency.INTER_NODE_RING_STEP_S
-    return intra + inter + (calls - 1) * latency
+    if nodes == 1:
+        return intra + (calls - 1) * latency_s(g, accel)
+    inter = ring_s(bytes_ / g, nodes, inter_node_bytes_per_s(itype), phases, accel)
+    latency = latency_s(g, accel) + latency_s(nodes, accel)
+    if accel.is_neuron:
+        return intra + inter + (calls - 1) * latency
+    hops = across_nodes_latency_s(ranks, nodes, phases)
+    return max(intra, inter) + hops + (calls - 1) * (latency + hops)

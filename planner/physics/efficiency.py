@@ -54,16 +54,20 @@ FOUR_BIT_FORMATS = {"mxfp4": "int4", "nvfp4": "int4"}
 # Share of dense peak tensor FLOP/s that a transformer's GEMMs sustain end to end (clocks under load,
 # tile quantisation, kernel gaps), per CUDA compute-capability generation, on the eager kernel stack
 # (training.kernels; a fused stack's is FUSED_KERNELS_FACTOR times it): Hopper reaches a lower share of its
-# higher peak than Ampere (MosaicML's H100 and A100 rows, one code base).
-GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.63, "9": 0.58}
+# higher peak than Ampere (MosaicML's H100 and A100 rows, one code base). Hopper's 0.49 since compiled stacks are
+# charged no eager non-GEMM traffic (COMPILED_NONMATMUL_SHARE: torchtitan's, torchtune's, IBM's and OLMo-core's
+# rows are GEMMs and attention, and run below what a 0.58 share gave them) and collectives across nodes are measured
+# (planner/physics/collectives.py); 0.58 before.
+GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.67, "9": 0.49}
 # The share FP8 GEMMs reach of their doubled peak, relative to BF16 GEMMs' share of theirs: amax reductions
 # lower it, FP8's larger tiles at the same shapes raise it (the casts of every GEMM's operands are charged on their
 # own, planner/physics/fp8_casts.py); fitted on the FP8 training rows (NeMo's and DGX Cloud's Llama 3 and GPT-3 on
-# H100, torchtitan's FP8 FSDP rows), and never past the measured FP8 roof (GEMM_KERNEL_ROOF). The fit, 0.84 since
-# every source weighs the same in it (0.94 before, bench/calibrate.py source_balanced_errors), sits near the ratio
-# measured on one H100's 8192³ GEMMs (FP8 0.71 of its peak ÷ BF16 0.79 of its = 0.90, bench/kernel_check.py);
-# prefill has its own factor (PREFILL_FP8_GEMM_EFFICIENCY_FACTOR).
-FP8_GEMM_EFFICIENCY_FACTOR = 0.84
+# H100, torchtitan's FP8 FSDP rows), and never past the measured FP8 roof (GEMM_KERNEL_ROOF). The fit, 0.86 (0.84
+# before the compiled stack and the measured collectives across nodes, 0.94 before every source weighed the same,
+# bench/calibrate.py source_balanced_errors), sits near the ratio measured on one H100's 8192³ GEMMs (FP8 0.71 of
+# its peak ÷ BF16 0.79 of its = 0.90, bench/kernel_check.py); prefill has its own factor
+# (PREFILL_FP8_GEMM_EFFICIENCY_FACTOR).
+FP8_GEMM_EFFICIENCY_FACTOR = 0.86
 # The share NVFP4 GEMMs (Blackwell block-scaled FP4: E2M1 blocks of 16 with an FP8 scale, activations quantised to
 # FP4 per token before each GEMM) reach of their FP4 roof, relative to BF16 GEMMs' share of theirs: the block-scale
 # loads and the activation-quantisation kernel keep it well below the doubled peak. Measured, not fitted: vLLM PR
@@ -85,8 +89,9 @@ FP4_GEMM_EFFICIENCY_FACTOR = 0.56
 # sources' rows (NVIDIA DGX Cloud benchmarks, Megatron-LM's H100 weak scaling, NeMo), leave-one-source-out; prior 1
 # (no difference until data says so). Hopper and later only: on Ampere FlashAttention-2 is the attention kernel of
 # both stacks (Transformer Engine's backend on sm80) and reaches most of the A100's peak (Dao 2023, FlashAttention-2
-# §4.1: 50-73% fwd+bwd), so no stack difference is applied there.
-FUSED_KERNELS_FACTOR = 1.15
+# §4.1: 50-73% fwd+bwd), so no stack difference is applied there. 1.36 since Hopper's eager share fell to 0.49 (a fused
+# stack's share, 0.67, moved less: 0.58 x 1.15 before).
+FUSED_KERNELS_FACTOR = 1.36
 # The measured roof of a training GEMM share (before the shape factor), by linear precision, from the H100 run above.
 # BF16: the largest share at which every H100 BF16 reference row's layer GEMMs (forward, input and weight gradient at
 # the row's shapes), after planner/physics/gemm_shape.py's factor, still run no faster than measured: 0.705 (Megatron-
@@ -108,7 +113,7 @@ FITTED_PART_GEMM_SHARE = {"8": 0.85, "9": 0.80}
 # 2023, FlashAttention-2 §3), not Hopper's wgmma or Blackwell's tcgen05 that reach these parts' peaks, so its share
 # of a B200's peak is no higher than of an H100's. Ampere, Ada and consumer Blackwell (12.x, mma.sync parts) run
 # attention at their GEMM share.
-HOPPER_ATTENTION_EFFICIENCY = {"eager": 0.24, "fused": 0.46}
+HOPPER_ATTENTION_EFFICIENCY = {"eager": 0.24, "compiled": 0.24, "fused": 0.46}
 # Share of dense peak that a decode step's GEMMs and attention sustain when the step is compute-bound (large batch),
 # per generation: the training GEMM shares of the fit at 9957dbc, kept apart from GEMM_EFFICIENCY_BY_GENERATION since
 # that became the eager training stack's share (issue 25, kernel stacks). Tied to it, the training refit moved serving
@@ -151,18 +156,19 @@ REQUEST_OVERHEAD_S = 0.0
 # re-written by norms, residual adds, activation functions and dropout. 204 B (6 × 34) since every source weighs the
 # same in the fit (408 before, when the largest sources decided it).
 NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 204
+# The share of that eager traffic a torch.compile'd model still moves (training.kernels: compiled). Inductor fuses
+# the norms, rotary embeddings, SwiGLU and residual adds between the GEMMs into a few Triton kernels and keeps
+# cuBLAS GEMMs and FlashAttention-2, so compiling saves non-GEMM traffic only. Measured, not fitted: one H100 SXM
+# timed six Llama layers' forward+backward eager and compiled (bench/data/device/h100-2026-11-24.json): the saving,
+# 1.1-4.2 ms a layer, is the whole of the eager non-GEMM time charged above (it leaves -0.15 to 0.26 of it, median
+# 0.00; `python bench/kernel_check.py`, compiled_nonmatmul_shares), so a compiled stack is charged none.
+COMPILED_NONMATMUL_SHARE = 0.0
 # Share of a collective that hides behind the compute it overlaps on a GPU (FSDP/ZeRO prefetch, DDP bucketed
 # all-reduce in the backward): NCCL kernels take SMs from the GEMMs they overlap. Prior 0: the fit finds most of it
-# hidden (0.9 since every source weighs the same in the fit; 0.75 after the measured all-reduce curves slowed
+# hidden (0.7 since collectives across nodes take their slower leg's time and measured NIC hops; 0.9 since every
+# source weighs the same in the fit; 0.75 after the measured all-reduce curves slowed
 # ZeRO-3's tens-of-MB collectives' NVLink leg, 0.95 with the kernel stacks of issue 25, 0.8 before).
-COMM_OVERLAP = 0.9
-# Time of one step of a flat NCCL ring (all-gather, reduce-scatter, all-reduce) once it crosses nodes: every
-# one of its ranks − 1 steps waits on the slowest hop, a NIC round (EFA/InfiniBand small-message
-# latency is ~10-20 µs; nccl-tests all-gather latency grows linearly with ranks). What makes ZeRO-3 and
-# FSDP (one collective per layer) and DDP/ZeRO-1/2 (one per gradient bucket, training_time.dp_buckets) lose
-# throughput per GPU as data parallelism grows at a fixed global batch (nanotron's sweep: 3.57B at TP 4 drops
-# 2.6x per GPU from DP 64 to DP 128, bench/data/reference/nanotron-benchmark-summary.yaml).
-INTER_NODE_RING_STEP_S = 1e-05
+COMM_OVERLAP = 0.7
 
 # Non-matmul training traffic on Neuron, bytes per token per hidden unit: the GPU fit's value at 9957dbc, held apart
 # since the kernel stacks (issue 25). Shared, the GPU refit moved it (408 -> 340 bytes; the GPU fit was back at 408
@@ -196,9 +202,12 @@ NEURON_PREFILL_EFFICIENCY = 0.27
 NEURON_GEMM_EFFICIENCY = 0.41
 
 
-def nonmatmul_bytes_per_token_hidden(accel: Accelerator) -> int:
-    """Training's non-matmul HBM traffic per token per hidden unit per layer (GPU fitted, Neuron held apart)."""
-    return NEURON_NONMATMUL_BYTES_PER_TOKEN_HIDDEN if accel.is_neuron else NONMATMUL_BYTES_PER_TOKEN_HIDDEN
+def nonmatmul_bytes_per_token_hidden(accel: Accelerator, kernels: str = "eager") -> float:
+    """Training's non-matmul HBM traffic per token per hidden unit per layer (GPU fitted, Neuron held apart; a
+    compiled stack moves COMPILED_NONMATMUL_SHARE of the eager traffic)."""
+    if accel.is_neuron:
+        return NEURON_NONMATMUL_BYTES_PER_TOKEN_HIDDEN
+    return NONMATMUL_BYTES_PER_TOKEN_HIDDEN * (COMPILED_NONMATMUL_SHARE if kernels == "compiled" else 1.0)
 
 
 def comm_overlap(accel: Accelerator) -> float:

@@ -264,7 +264,7 @@ class TrainingSetup:
     # QLoRA's 4-bit kernels: bitsandbytes (HF PEFT and LitGPT run them) keep each base matmul's input,
     # torchao's NF4 (torchtune) does not (quantized_base_input_bytes_per_layer).
     nf4_kernels: str = "bitsandbytes"
-    # The training kernel stack, eager or fused (efficiency.FUSED_KERNELS_FACTOR): the step's speed, not its memory.
+    # The training kernel stack, eager, compiled or fused (workload.sections): the step's speed, not its memory.
     kernels: str = "eager"
 
 

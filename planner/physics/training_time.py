@@ -50,7 +50,7 @@ class TrainingWork:
     base_params: float  # frozen parameters that QLoRA dequantises on every matmul (0 otherwise)
     dp_bucket_bytes: float | None = None  # gradient bucket of ZeRO-0/1/2 collectives; None: Megatron's (dp_buckets)
     lora_targets: str = "all"  # the matrices LoRA adapts (lora_traffic.LORA_TARGETS)
-    kernels: str = "eager"  # the training kernel stack, eager or fused (efficiency.FUSED_KERNELS_FACTOR)
+    kernels: str = "eager"  # the training kernel stack: eager, compiled or fused (workload.sections.TrainingSection)
 
 
 def training_work(arch: Architecture, setup: TrainingSetup) -> TrainingWork:
@@ -265,7 +265,7 @@ def step_parts(arch: Architecture, itype: InstanceType, accel: Accelerator, prec
     tokens = m * b * dp * seq
     peak, bandwidth, intra, flops_per_token = _fixed(arch, accel, precision, seq, work, memo)
     matmul_s = tokens / devices * _matmul_per_token_memo(arch, accel, precision, work, seq, tp, b, ck, memo, cp)
-    nonmatmul_s = tokens / devices * _nonmatmul_bytes_per_token(arch, accel, precision, ck, work.method) / bandwidth
+    nonmatmul_s = tokens / devices * _nonmatmul_bytes_per_token(arch, accel, precision, ck, work) / bandwidth
     experts_s = expert_weight_traffic_s(arch, accel, compute_precision(precision), work, tp, pp, layout.ep, b, m,
                                         seq // cp, ck)
     adapters_s = adapter_traffic_s(arch, work.method, ck, tokens / devices,
@@ -289,13 +289,13 @@ def step_parts(arch: Architecture, itype: InstanceType, accel: Accelerator, prec
 
 
 def _nonmatmul_bytes_per_token(arch: Architecture, accel: Accelerator, precision: str, checkpointing: str,
-                               method: str) -> float:
+                               work: TrainingWork) -> float:
     """HBM bytes a token moves outside the GEMMs (the device's share: ÷ TP·PP as tokens/devices does): norms,
-    activations, residuals (NONMATMUL_BYTES_PER_TOKEN_HIDDEN, 4/3 of it under full recompute) and, in FP8, the
-    casts of every GEMM's operands (planner/physics/fp8_casts.py)."""
+    activations, residuals (NONMATMUL_BYTES_PER_TOKEN_HIDDEN, 4/3 of it under full recompute, the share a compiled
+    stack still moves of it) and, in FP8, the casts of every GEMM's operands (planner/physics/fp8_casts.py)."""
     passes = 4 / 3 if checkpointing == "full" else 1.0
-    return (passes * efficiency.nonmatmul_bytes_per_token_hidden(accel) * arch.layers * arch.hidden_size
-            + fp8_cast_bytes_per_token(arch, precision, checkpointing, method))
+    return (passes * efficiency.nonmatmul_bytes_per_token_hidden(accel, work.kernels) * arch.layers * arch.hidden_size
+            + fp8_cast_bytes_per_token(arch, precision, checkpointing, work.method))
 
 
 def _attention_flops_per_s(accel: Accelerator, precision: str, kernels: str) -> float:
@@ -349,7 +349,7 @@ def device_s_per_token_floor(arch: Architecture, itype: InstanceType, accel: Acc
     (planner/search/step_floor.py)."""
     _, bandwidth, _, _ = _fixed(arch, accel, precision, seq, work, memo)
     matmul = _matmul_per_token_memo(arch, accel, precision, work, seq, tp, micro_batch, checkpointing, memo, cp)
-    nonmatmul = _nonmatmul_bytes_per_token(arch, accel, precision, checkpointing, work.method) / bandwidth
+    nonmatmul = _nonmatmul_bytes_per_token(arch, accel, precision, checkpointing, work) / bandwidth
     reduces = 4 + (2 if checkpointing == "full" else 0)
     tp_reduce_s = _tp_reduce_s(arch, itype, accel, seq, tp, micro_batch, memo, cp)
     return matmul + nonmatmul, tp * pp * cp * math.ceil(arch.layers / pp) * reduces * tp_reduce_s / (micro_batch * seq)

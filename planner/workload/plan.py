@@ -237,7 +237,7 @@ class Plan(BaseModel):
     max_context_tokens: int | None = None
     training_method: str | None = None  # full, lora or qlora
     lora_rank: int | None = None
-    training_kernels: str | None = None  # eager or fused (training.kernels)
+    training_kernels: str | None = None  # eager, compiled or fused (training.kernels)
     alternatives: list[Alternative] = Field(default_factory=list)
     rejected: list[Rejection] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)

@@ -141,11 +141,12 @@ class Training(_Section):
     # Gradient accounting: fp32 grads give the 18 B/param Megatron figure, 16-bit the ZeRO paper's
     # 16 B/param. auto: fp32 for bf16 training (Megatron), fp16 for fp16 training (DeepSpeed).
     grad_precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
-    # The kernels the training code runs (planner/physics/efficiency.py FUSED_KERNELS_FACTOR): eager, PyTorch modules
-    # with FlashAttention-2 (FSDP and DeepSpeed scripts, HF Trainer, torchtitan, torchtune, nanotron); fused,
-    # Transformer Engine (Megatron-Core, NeMo): fused attention, norms and FP8 casts. It moves the step time on Hopper
-    # and later.
-    kernels: Literal["eager", "fused"] = "eager"
+    # The kernels the training code runs (planner/physics/efficiency.py FUSED_KERNELS_FACTOR,
+    # COMPILED_NONMATMUL_SHARE): eager, PyTorch modules with FlashAttention-2 (FSDP and DeepSpeed scripts, HF Trainer,
+    # nanotron); compiled, the same model under torch.compile (torchtitan's and torchtune's `compile` flag, IBM
+    # fms-fsdp, OLMo-core), whose norms, rotary embeddings, SwiGLU and residual adds run as fused Triton kernels;
+    # fused, Transformer Engine (Megatron-Core, NeMo): fused attention, norms and FP8 casts.
+    kernels: Literal["eager", "compiled", "fused"] = "eager"
     # Storage (planner/economics/storage.py): the dataset on disk, how often a checkpoint is taken, the share of
     # that interval its write may take, and how long a replaced node takes to rejoin (spot restarts).
     dataset_format: Literal["tokenized", "text"] = "tokenized"
