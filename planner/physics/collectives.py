@@ -38,7 +38,7 @@ NVLS_MIN_RANKS = 5
 # phases·(ranks − 1) steps for a ring (an all-gather or reduce-scatter ranks − 1, an all-reduce twice that;
 # Patarasuk & Yuan 2009). All-gathers run only as rings, so their time at 32 MiB grows ~9 µs a rank from 16 to 256
 # H100s on p5 (nccl-tests, bench/data/collectives/across-nodes.yaml). An all-reduce takes NCCL's tree once that is
-# cheaper: 2·log2(nodes) levels, up and down. Both measured by bench/collective_check.py on those curves (25 and 45
+# cheaper: 2·log2(nodes) levels, up and down. Both measured by bench/collective_check.py on those curves (35 and 45
 # points, 2-32 p5 nodes), not fitted to training runs. This is what makes ZeRO-3 and FSDP (one collective per layer)
 # and DDP/ZeRO-1/2 (one per gradient bucket) lose throughput per GPU as data parallelism grows at a fixed batch.
 INTER_NODE_RING_STEP_S = 9.0e-6
