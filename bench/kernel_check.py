@@ -244,8 +244,9 @@ def report(catalog: Catalog) -> list[str]:
     for layer in data["layers"]:
         if "s" in layer:
             mfu = layer["model_tflops"] / (peak / 1e12)
+            stack = "compiled" if layer["mode"] == "compile" else "eager"  # the planner's stack for what was timed
             lines.append(f"layer {layer['name']} {layer['mode']}: {layer['s'] * 1e3:.2f} ms measured ({mfu:.2f} MFU), "
-                         f"planner {planner_layer_s(layer['name'], catalog) * 1e3:.2f} ms eager, "
+                         f"planner {planner_layer_s(layer['name'], catalog, stack) * 1e3:.2f} ms {stack}, "
                          f"{planner_layer_s(layer['name'], catalog, 'fused') * 1e3:.2f} ms fused")
     left = compiled_nonmatmul_shares(data, catalog)
     lines.append(f"torch.compile's saving leaves {min(left.values()):+.2f} to {max(left.values()):+.2f} (median "

@@ -94,13 +94,13 @@ def test_training_bf16_gemms_no_faster_than_their_measured_shapes(catalog, h100)
         assert share * row["planner_factor"] <= square_share * factors[row["id"]], row["id"]
 
 
-@pytest.mark.parametrize("kernels", ["eager", "fused"])
+@pytest.mark.parametrize("kernels", ["eager", "compiled", "fused"])
 @pytest.mark.parametrize("name", sorted(kernel_check.LAYERS))
 def test_planner_never_runs_a_layer_faster_than_compiled_pytorch_did(catalog, name, kernels):
-    """One Llama layer's forward+backward on one H100: the planner's compute time for it, on either kernel stack, is
+    """One Llama layer's forward+backward on one H100: the planner's compute time for it, on any kernel stack, is
     no shorter than torch.compile's measured time (cuDNN attention, fused elementwise kernels: the closest measured
-    stand-in for a fused stack). The fused stack's layer takes 3-16% longer than compiled, the eager one 26-45%
-    longer (FlashAttention-2's measured attention, the eager share)."""
+    stand-in for a fused stack). The fused stack's layer takes 2-10% longer than compiled, the compiled one 27-46%
+    and the eager one 42-56% (FlashAttention-2's measured attention, the eager share, 0.49 on Hopper)."""
     measured = {(layer["name"], layer["mode"]): layer["s"] for layer in kernel_check.run()["layers"]}
     assert kernel_check.planner_layer_s(name, catalog, kernels) >= measured[(name, "compile")]
 
@@ -109,11 +109,13 @@ def test_compiling_saves_the_whole_eager_non_gemm_charge(catalog):
     """Six Llama layers timed eager and under torch.compile on one H100 (same cuBLAS GEMMs and FlashAttention-2):
     the saving, 1.1-4.2 ms a layer, leaves -0.15 to +0.26 of the planner's eager non-GEMM time, median 0.00. The
     eager charge at 204 B per token per hidden unit is 2.04 ms for Llama 3 8B at 8,192 tokens, which compiling
-    saved 1.77 ms of (bench/calibrate.py records the trial of a compiled kernel stack)."""
+    saved 1.77 ms of: a compiled stack is charged none (efficiency.COMPILED_NONMATMUL_SHARE, the median)."""
     left = kernel_check.compiled_nonmatmul_shares(kernel_check.run(), catalog)
     assert sorted(left) == sorted(kernel_check.LAYERS)
     assert statistics.median(left.values()) == pytest.approx(0.0, abs=0.01)
-    assert min(left.values()) == pytest.approx(-0.15, abs=0.01) and max(left.values()) == pytest.approx(0.26, abs=0.01)
+    assert max(0.0, round(statistics.median(left.values()), 2)) == efficiency.COMPILED_NONMATMUL_SHARE
+    assert min(left.values()) == pytest.approx(-0.15, abs=0.01)
+    assert max(left.values()) == pytest.approx(0.26, abs=0.01)
     eager_charge = kernel_check.planner_layer_parts("llama3-8b-mb1-s8192", catalog, "eager").nonmatmul_s
     assert eager_charge == pytest.approx(8192 * efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN * 4096 / 3.35e12)
     assert left["llama3-8b-mb1-s8192"] == pytest.approx(1 - (0.022426 - 0.020661) / eager_charge)

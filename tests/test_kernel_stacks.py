@@ -5,7 +5,6 @@ rows were predicted 20% slow and nanotron's 24% fast by one shared GEMM share (L
 from __future__ import annotations
 
 import json
-import statistics
 
 import pytest
 from typer.testing import CliRunner
@@ -158,16 +157,6 @@ def test_compiled_stack_moves_no_elementwise_traffic(catalog):
     assert eager.nonmatmul_s == pytest.approx(16 * 8192 * efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN * 32 * 4096
                                               / 3.35e12)
     assert _step(catalog, "p4d.24xlarge", "compiled").step_time_s < _step(catalog, "p4d.24xlarge", "eager").step_time_s
-
-
-def test_compiled_share_is_the_measured_saving(catalog):
-    """The six layers timed eager and compiled on one H100: the saving leaves a median 0.00 of the planner's eager
-    non-GEMM time (-0.15 to 0.26), so a compiled stack is charged none."""
-    shares = kernel_check.compiled_nonmatmul_shares(kernel_check.run(), catalog)
-    assert len(shares) == 6
-    assert max(0.0, round(statistics.median(shares.values()), 2)) == efficiency.COMPILED_NONMATMUL_SHARE
-    assert min(shares.values()) == pytest.approx(-0.15, abs=0.01)
-    assert max(shares.values()) == pytest.approx(0.26, abs=0.01)
 
 
 def test_published_compile_speedups_are_not_overstated(catalog):

@@ -166,8 +166,8 @@ COMPILED_NONMATMUL_SHARE = 0.0
 # Share of a collective that hides behind the compute it overlaps on a GPU (FSDP/ZeRO prefetch, DDP bucketed
 # all-reduce in the backward): NCCL kernels take SMs from the GEMMs they overlap. Prior 0: the fit finds most of it
 # hidden (0.7 since collectives across nodes take their slower leg's time and measured NIC hops; 0.9 since every
-# source weighs the same in the fit; 0.75 after the measured all-reduce curves slowed
-# ZeRO-3's tens-of-MB collectives' NVLink leg, 0.95 with the kernel stacks of issue 25, 0.8 before).
+# source weighs the same in the fit; 0.75 after the measured all-reduce curves slowed ZeRO-3's tens-of-MB
+# collectives' NVLink leg, 0.95 with the kernel stacks of issue 25, 0.8 before).
 COMM_OVERLAP = 0.7
 
 # Non-matmul training traffic on Neuron, bytes per token per hidden unit: the GPU fit's value at 9957dbc, held apart
