@@ -2,7 +2,8 @@
 
 bench/accuracy.py --write-bands predicts each published source with the constants of
 planner/physics/efficiency.py fitted WITHOUT it (leave-one-source-out) and stores, per class (platform ×
-metric), the 10th and 90th percentile of measured / predicted in planner/data/accuracy_bands.yaml
+metric; a GPU mixture-of-experts model's rows as a class of their own where two sources measured it), the 10th and
+90th percentile of measured / predicted in planner/data/accuracy_bands.yaml
 with the rows, sources and date it used, widened about its centre until the band drawn without a source
 holds 80% of that source's rows (bench/accuracy.py band_classes: sources differ more than rows of one
 source do). A prediction p of that class then lies in [p · q10, p · q90] for 80% of the runs of a source
@@ -36,9 +37,13 @@ def bands() -> dict:
     return load("accuracy_bands")
 
 
-def ratio_quantiles(platform: str, metric: str) -> tuple[float, float] | None:
-    """(q10, q90) of measured / predicted for the class, or None where no source measured it."""
-    entry = bands()["classes"].get(f"{platform}/{metric}")
+def ratio_quantiles(platform: str, metric: str, moe: bool = False) -> tuple[float, float] | None:
+    """(q10, q90) of measured / predicted for the class, or None where no source measured it. A mixture-of-experts
+    model on a GPU takes the MoE rows' own class where one is stored (two or more sources: bench/accuracy.py
+    MODEL_CLASS_MIN_SOURCES): routing, expert GEMMs and all-to-all miss in ways dense rows never show (its
+    throughput rows sit 23% fast, and the GPU class's band held 59% of them)."""
+    classes = bands()["classes"]
+    entry = (moe and platform == "gpu" and classes.get(f"moe/{metric}")) or classes.get(f"{platform}/{metric}")
     return (entry["q10"], entry["q90"]) if entry else None
 
 
@@ -51,8 +56,9 @@ def _edge(value: float, q: tuple[float, float], how: str) -> list[float]:
     return [low, high]
 
 
-def performance_band(platform: str, kind: str, fields: dict[str, float | None]) -> dict[str, list[float]]:
-    """[low, high] for every predicted field that has a value and a measured class."""
+def performance_band(platform: str, kind: str, fields: dict[str, float | None],
+                     moe: bool = False) -> dict[str, list[float]]:
+    """[low, high] for every predicted field that has a value and a measured class (`moe`: ratio_quantiles)."""
     out = {}
     for name, value in fields.items():
         if value is None:
@@ -63,7 +69,7 @@ def performance_band(platform: str, kind: str, fields: dict[str, float | None]) 
             metric, how = SERVING_FIELDS[name]
         else:
             continue
-        q = ratio_quantiles(platform, metric)
+        q = ratio_quantiles(platform, metric, moe)
         if q:
             out[name] = _edge(value, q, how)
     return out
@@ -84,7 +90,7 @@ def memory_fit_factor(platform: str, confidence: str) -> float:
     return max(1.0, q[1]) if q else 1.0
 
 
-def slow_factor(platform: str, metric: str, confidence: str) -> float:
+def slow_factor(platform: str, metric: str, confidence: str, moe: bool = False) -> float:
     """Multiplier on a predicted time (or divisor of a throughput) at the band's slow edge:
     1 for `expected`; for `likely`, 1/q10 of a throughput class or q90 of a latency class, never below
     1 (as memory_fit_factor): a class whose runs all beat the estimate (neuron ITL's q90 < 1) must not
@@ -93,7 +99,7 @@ def slow_factor(platform: str, metric: str, confidence: str) -> float:
         return 1.0
     if metric == "training":
         metric = _training_metric(platform)
-    q = ratio_quantiles(platform, metric)
+    q = ratio_quantiles(platform, metric, moe)
     if q is None:
         return 1.0
     return max(1.0, q[1] if metric in ("TTFT", "ITL") else 1 / q[0])

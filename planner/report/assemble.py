@@ -234,6 +234,7 @@ def _alternative(c: Candidate, chosen: Candidate, w: Workload, hours: float) -> 
 
 def _with_band(performance: PlanPerformance, platform: str, w: Workload, has_targets: bool) -> None:
     """The 80% band of every predicted field, and which edge the targets were checked at."""
-    performance.band = performance_band(platform, w.kind, performance.model_dump(exclude={"band", "decided_at", "bound"}))
+    figures = performance.model_dump(exclude={"band", "decided_at", "bound"})
+    performance.band = performance_band(platform, w.kind, figures, moe=w.architecture.is_moe)
     if has_targets and w.constraints.confidence == "likely":
         performance.decided_at = "slow edge of the 80% band (confidence: likely)"

@@ -295,7 +295,8 @@ def _spans(w: Workload, tp: int, apn: int, spans_nodes: bool) -> list[tuple[int,
 def _slow_factors(w: Workload, neuron: bool) -> dict[str, float]:
     """The band's slow edge over the estimate per serving metric (1 under confidence: expected)."""
     platform = "neuron" if neuron else "gpu"
-    return {m: slow_factor(platform, m, w.constraints.confidence) for m in ("serving tokens/s", "TTFT", "ITL")}
+    return {m: slow_factor(platform, m, w.constraints.confidence, moe=w.architecture.is_moe)
+            for m in ("serving tokens/s", "TTFT", "ITL")}
 
 
 def _target_miss(w: Workload, e: ServingEstimate, aggregate: float, nodes: int, tp: int, pp: int,

@@ -1,0 +1,89 @@
+"""A mixture-of-experts model on a GPU carries the MoE rows' own 80% band where two or more sources measured
+the figure (bench/accuracy.py _model_classes, planner/physics/bands.py ratio_quantiles), and `confidence: likely`
+checks its targets at that band's slow edge. Issue 25: a band holds at least 75% of its rows; the GPU class's
+throughput band held 59% of the MoE rows, whose runs the estimate puts 23% fast and whose sources disagree in sign."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.accuracy import MODEL_CLASS_MIN_SOURCES, TARGET_COVERAGE, band_classes
+from bench.reference_cases import Row, all_rows
+from planner.physics.bands import bands, ratio_quantiles, slow_factor
+from planner.pipeline import plan_workload
+from tests.conftest import workload
+
+MIXTRAL = {"kind": "inference", "model": {"preset": "mixtral-8x7b"},
+           "serving": {"prompt_tokens": 512, "output_tokens": 256, "concurrent_requests": 32},
+           "constraints": {"instance_types": ["p4de.24xlarge"], "confidence": "expected"}}
+
+
+def _row(source: str, ratio: float, n: int, moe: bool = True) -> Row:
+    return Row(f"{source}-{n}", "serving tokens/s", source, "", 1.0, ratio, moe=moe)
+
+
+def _inside(rows: list[Row], q10: float, q90: float) -> float:
+    return sum(q10 <= r.measured / r.predicted <= q90 for r in rows) / len(rows)
+
+
+def test_the_gpu_band_does_not_hold_the_moe_runs_their_own_band_does(catalog):
+    rows = [r for r in all_rows(catalog) if r.moe and r.metric == "serving tokens/s"]
+    classes = bands()["classes"]
+    gpu, moe = classes["gpu/serving tokens/s"], classes["moe/serving tokens/s"]
+    assert len(rows) == 44 and len({r.source for r in rows}) == 3
+    assert _inside(rows, gpu["q10"], gpu["q90"]) == pytest.approx(26 / 44)
+    # drawn from the held-out residuals, it holds 34 of the 44 rows at the committed constants (issue 25: >= 75%)
+    assert _inside(rows, moe["q10"], moe["q90"]) == pytest.approx(34 / 44)
+    # its own percentiles, joined with the GPU band: never narrower than a dense plan's
+    assert moe["joined_with"] == "gpu/serving tokens/s" and "widening" not in moe
+    assert (moe["q10"], moe["q90"]) == (min(moe["percentiles"][0], gpu["q10"]), max(moe["percentiles"][1], gpu["q90"]))
+    assert moe["q10"] < gpu["q10"] and moe["q90"] > gpu["q90"]
+    # a source left out keeps about half its rows inside the others' percentiles (README's accuracy table says so)
+    assert moe["held_out_share"]["percentiles"] < TARGET_COVERAGE
+
+
+def test_a_model_class_is_stored_only_where_two_sources_measured_it():
+    one = [_row("a", 0.7 + 0.02 * i, i) for i in range(10)] + [_row("dense", 1.0, i, moe=False) for i in range(10)]
+    assert MODEL_CLASS_MIN_SOURCES == 2
+    assert "moe/serving tokens/s" not in band_classes(one)
+    two = one + [_row("b", 1.3 + 0.02 * i, i) for i in range(10)]
+    classes = band_classes(two)
+    entry, gpu = classes["moe/serving tokens/s"], classes["gpu/serving tokens/s"]
+    assert entry["sources"] == ["a", "b"] and entry["rows"] == 20  # the dense rows stay in the GPU class only
+    assert gpu["rows"] == 30
+    assert entry["percentiles"] == pytest.approx([0.738, 1.442], abs=1e-4)  # deciles of 0.70-0.88 and 1.30-1.48
+    assert entry["held_out_share"]["percentiles"] == 0.0  # each source lies wholly outside the other's band
+    assert (entry["q10"], entry["q90"]) == (min(0.738, gpu["q10"]), max(1.442, gpu["q90"]))
+
+
+def test_a_moe_plan_carries_the_moe_band_and_the_gpu_one_where_moe_has_none(catalog):
+    perf = plan_workload(workload(**MIXTRAL), catalog).performance
+    classes = bands()["classes"]
+    moe = classes["moe/serving tokens/s"]
+    assert ratio_quantiles("gpu", "serving tokens/s", moe=True) == (moe["q10"], moe["q90"])
+    assert ratio_quantiles("gpu", "serving tokens/s", moe=True) != ratio_quantiles("gpu", "serving tokens/s")
+    per_replica = perf.output_tokens_per_s_per_replica
+    assert perf.band["output_tokens_per_s_per_replica"] == pytest.approx([per_replica * moe["q10"],
+                                                                        per_replica * moe["q90"]])
+    assert "moe/ITL" not in classes  # one source (AccelMark's two Mixtral rows): the GPU band applies
+    q10, q90 = ratio_quantiles("gpu", "ITL")
+    assert perf.band["inter_token_latency_s"] == pytest.approx([perf.inter_token_latency_s * q10,
+                                                               perf.inter_token_latency_s * q90])
+    assert ratio_quantiles("neuron", "serving tokens/s", moe=True) == ratio_quantiles("neuron", "serving tokens/s")
+
+
+def test_likely_checks_a_moe_throughput_target_at_the_moe_slow_edge(catalog):
+    """A target the GPU band's slow edge would pass but the MoE band's misses: `likely` buys another replica."""
+    expected = plan_workload(workload(**MIXTRAL), catalog)
+    aggregate = expected.performance.output_tokens_per_s
+    slow_gpu = slow_factor("gpu", "serving tokens/s", "likely")
+    slow_moe = slow_factor("gpu", "serving tokens/s", "likely", moe=True)
+    assert slow_moe > slow_gpu > 1
+    target = aggregate / ((slow_gpu + slow_moe) / 2)
+    spec = {**MIXTRAL, "serving": {**MIXTRAL["serving"], "target_output_tokens_per_s": target},
+            "constraints": {**MIXTRAL["constraints"], "confidence": "likely"}}
+    likely = plan_workload(workload(**spec), catalog)
+    assert aggregate / slow_gpu >= target > aggregate / slow_moe
+    assert likely.performance.output_tokens_per_s / slow_moe >= target
+    assert likely.layout.replicas > expected.layout.replicas
+    assert likely.performance.decided_at.startswith("slow edge")
