@@ -100,12 +100,16 @@ def summary(rows: list[Row] | tuple[Row, ...]) -> dict[tuple[str, str], dict]:
             for key, group in classes.items()}
 
 
+def moe_rows(rows: list[Row] | tuple[Row, ...]) -> list[Row]:
+    """The MoE class (issue 28): the GPU rows of mixture-of-experts models, whose expert routing, all-to-all and MLA
+    dense rows never exercise. GPU only, as the band a MoE plan takes (planner/physics/bands.py)."""
+    return [replace(r, platform="moe", accelerator="") for r in rows if r.moe and r.platform == "gpu"]
+
+
 def model_class_summary(rows: list[Row] | tuple[Row, ...]) -> dict[tuple[str, str], dict]:
-    """Per metric, the MoE rows of every platform together (issue 28): expert routing, all-to-all and
-    MLA are effects dense rows never exercise. Printed beside the platform table; band_classes stores
-    the GPU MoE classes that two or more sources measured as bands of their own."""
-    return {("moe", metric): entry for (_, metric), entry in
-            summary([replace(r, platform="moe", accelerator="") for r in rows if r.moe]).items()}
+    """Per metric, the MoE class's rows (moe_rows): printed beside the platform table and stored with it;
+    band_classes stores a band for those that two or more sources measured."""
+    return summary(moe_rows(rows))
 
 
 def class_summary(rows: list[Row] | tuple[Row, ...]) -> dict[tuple[str, str], dict]:
@@ -186,9 +190,8 @@ MODEL_CLASS_MIN_SOURCES = 2
 def _model_classes(rows: list[Row] | tuple[Row, ...], platform_bands: dict[str, dict]) -> dict[str, dict]:
     """GPU MoE rows as classes of their own ("moe/<metric>"), where MODEL_CLASS_MIN_SOURCES sources measured them."""
     groups: dict[str, list[Row]] = {}
-    for r in rows:
-        if r.moe and r.platform == "gpu":
-            groups.setdefault(r.metric, []).append(r)
+    for r in moe_rows(rows):
+        groups.setdefault(r.metric, []).append(r)
     out = {}
     for metric, group in sorted(groups.items()):
         sources = sorted({r.source for r in group})

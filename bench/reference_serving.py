@@ -67,6 +67,11 @@ def serving_why_not(row: dict) -> str | None:
     return model_why_not(row)
 
 
+def serving_kv(row: dict) -> str:
+    """The row's KV cache precision as the planner names it: FP8 where published, 16-bit otherwise."""
+    return "fp8" if str(row.get("kv_precision")).startswith("fp8") else "bf16"
+
+
 def in_model_tokens(row: dict) -> dict:
     """The row with its lengths, tokens/s and ITL in the served model's own tokens. A harness that counts tokens
     with one tokenizer for every model (LLMPerf before mid-2024: Llama 2's 32,000 entries) states how many of its
@@ -114,7 +119,7 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
             else:
                 itype = catalog.instance(INSTANCE_FOR[r["accelerator"]])
                 accel = row_accelerator(catalog, itype, r)
-            w, kv = serving_weights(r), "fp8" if str(r.get("kv_precision")).startswith("fp8") else "bf16"
+            w, kv = serving_weights(r), serving_kv(r)
             b, prompt, n = r["concurrency"], r["prompt_tokens"], r["output_tokens"]
             if neuron and r.get("compiled_batch") and r.get("engine") == "tgi":  # a wave's prompts, then its decode
                 waves = compiled_batch_serving(arch, accel, w, kv, r["tp"], r["compiled_batch"], b, prompt, n, itype)

@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.offline_rows import is_trtllm_bench  # noqa: E402
-from bench.reference_serving import in_model_tokens, serving_weights, serving_why_not  # noqa: E402
+from bench.reference_serving import in_model_tokens, serving_kv, serving_weights, serving_why_not  # noqa: E402
 from bench.reference_sources import INSTANCE_FOR, row_accelerator, row_architecture, sources  # noqa: E402
 from planner.hardware.catalog import Catalog, bundled  # noqa: E402
 from planner.hardware.units import compute_precision  # noqa: E402
@@ -47,8 +47,7 @@ def ceiling_tokens_per_s(catalog: Catalog, row: dict) -> float:
     row = in_model_tokens(row)
     arch, itype = row_architecture(row), catalog.instance(INSTANCE_FOR[row["accelerator"]])
     accel = row_accelerator(catalog, itype, row)
-    weights = serving_weights(row)
-    kv = "fp8" if str(row.get("kv_precision")).startswith("fp8") else "bf16"
+    weights, kv = serving_weights(row), serving_kv(row)
     batch, prompt, output, tp = row["concurrency"], row["prompt_tokens"], row["output_tokens"], row["tp"]
     bandwidth = accel.memory_bandwidth_gb_s * 1e9
     peak = accel.peak_flops(compute_precision(weights, accel.supports.fp4))

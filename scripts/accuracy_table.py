@@ -21,6 +21,18 @@ NOT_FITTED = "— (not fitted: own constants needed)"
 ONE_SOURCE_MODEL_CLASS = "— (one source: the GPU band applies)"  # bench/accuracy.py MODEL_CLASS_MIN_SOURCES
 
 
+def _held_out(entry: dict | None) -> str:
+    """What a left-out source keeps inside the class's band: percentiles → widened band, or why not stated."""
+    if not entry:
+        return "—"
+    share = entry.get("held_out_share", {})
+    if "widening" in entry:
+        return f"{share['percentiles']:.0%} → {share['widened']:.0%} (×{entry['widening']:.2f})"
+    if "joined_with" in entry:
+        return f"{share['percentiles']:.0%} (not widened: joined with the GPU band)"
+    return "— (one source)"
+
+
 def table_row(bands: dict, platform_label: str, name: str) -> str:
     """One README row: LOSO error, signed median, in-sample, the 80% band and what it holds held out."""
     from bench.accuracy import TARGETS
@@ -31,10 +43,7 @@ def table_row(bands: dict, platform_label: str, name: str) -> str:
     loso, in_sample, entry = bands["loso"][key], bands["in_sample"][key], bands["classes"].get(key)
     no_band = ONE_SOURCE_MODEL_CLASS if platform == "moe" else NOT_FITTED  # B200, Trainium2: no band class
     band = f"{entry['q10']:.2f}–{entry['q90']:.2f}" if entry else no_band
-    held = (f"{entry['held_out_share']['percentiles']:.0%} → {entry['held_out_share']['widened']:.0%} "
-            f"(×{entry['widening']:.2f})" if entry and "widening" in entry
-            else f"{entry['held_out_share']['percentiles']:.0%} (not widened: joined with the GPU band)"
-            if entry and "joined_with" in entry else "— (one source)" if entry else "—")
+    held = _held_out(entry)
     target = f"≤ {TARGETS[metric]:.0%}" + (" (missed)" if loso["median_abs"] > TARGETS[metric] else "")
     return (f"| {platform_label} | {name} | {loso['rows']} ({loso['sources']}) | **{loso['median_abs']:.1%}** | "
             f"{loso['signed_median']:+.1%} | {in_sample['median_abs']:.1%} | {band} | {held} | {target} |")
