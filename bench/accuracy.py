@@ -100,15 +100,16 @@ def summary(rows: list[Row] | tuple[Row, ...]) -> dict[tuple[str, str], dict]:
             for key, group in classes.items()}
 
 
-def moe_rows(rows: list[Row] | tuple[Row, ...]) -> list[Row]:
-    """The MoE class (issue 28): the GPU rows of mixture-of-experts models, whose expert routing, all-to-all and MLA
-    dense rows never exercise. GPU only, as the band a MoE plan takes (planner/physics/bands.py)."""
-    return [replace(r, platform="moe", accelerator="") for r in rows if r.moe and r.platform == "gpu"]
+def moe_rows(rows: list[Row] | tuple[Row, ...], platform: str | None = None) -> list[Row]:
+    """The MoE class (issue 28): the rows of mixture-of-experts models, whose expert routing, all-to-all and MLA
+    dense rows never exercise; of every platform, or of `platform` only (the band a GPU MoE plan takes)."""
+    return [replace(r, platform="moe", accelerator="") for r in rows
+            if r.moe and (platform is None or r.platform == platform)]
 
 
 def model_class_summary(rows: list[Row] | tuple[Row, ...]) -> dict[tuple[str, str], dict]:
-    """Per metric, the MoE class's rows (moe_rows): printed beside the platform table and stored with it;
-    band_classes stores a band for those that two or more sources measured."""
+    """Per metric, the MoE rows of every platform together: printed beside the platform table and stored with it;
+    band_classes stores a band for the GPU ones that two or more sources measured."""
     return summary(moe_rows(rows))
 
 
@@ -190,7 +191,7 @@ MODEL_CLASS_MIN_SOURCES = 2
 def _model_classes(rows: list[Row] | tuple[Row, ...], platform_bands: dict[str, dict]) -> dict[str, dict]:
     """GPU MoE rows as classes of their own ("moe/<metric>"), where MODEL_CLASS_MIN_SOURCES sources measured them."""
     groups: dict[str, list[Row]] = {}
-    for r in moe_rows(rows):
+    for r in moe_rows(rows, "gpu"):
         groups.setdefault(r.metric, []).append(r)
     out = {}
     for metric, group in sorted(groups.items()):
