@@ -13,6 +13,7 @@ from bench import reference_serving, reference_sources
 from planner.physics import efficiency
 from planner.hardware.catalog import Catalog
 from planner.physics.memory import TrainingSetup, training_model_states
+from planner.physics.neuron_serving import decode_context_tokens
 from planner.physics.performance import decode_step, prefill_s, serving_estimate
 from planner.workload.presets import presets
 from planner.workload.yamlsafe import load_text
@@ -99,13 +100,16 @@ def _training_rows(catalog: Catalog) -> list[Row]:
 
 def _neuron_serving_rows(catalog: Catalog) -> list[Row]:
     """transformers-neuronx static batches: all `batch` prompts are encoded together (TTFT), then the
-    batch decodes in lock-step (TPOT); the table's throughput is batch·output over the request."""
+    batch decodes in lock-step (TPOT), each step over its token-generation bucket of the compiled
+    n_positions (planner/physics/neuron_serving.decode_context_tokens); the table's throughput is
+    batch·output over the request."""
     rows = []
     for c in reference()["neuron_serving"]:
         arch = presets()[c["model"]]
         _, core = catalog.sharded(catalog.instance(c["instance_type"]))
         b, prompt, out = c["batch"], c["prompt_tokens"], c["output_tokens"]
-        itl = decode_step(arch, core, c["precision"], "bf16", c["tp"], 1, b, prompt + out / 2).seconds
+        itl = decode_step(arch, core, c["precision"], "bf16", c["tp"], 1, b,
+                          decode_context_tokens(prompt, out, c["n_positions"])).seconds
         ttft = efficiency.request_overhead_s(core) + prefill_s(arch, core, c["precision"], c["tp"], 1, prompt, prompts=b)
         setup = f"{c['model']} {c['instance_type']} TP{c['tp']} {c['precision']} b={b} {prompt}/{out}"
         part = catalog.instance(c["instance_type"]).accelerator

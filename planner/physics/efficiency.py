@@ -181,15 +181,16 @@ NEURON_NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 408
 # TGI-on-Neuron runs (optimum-neuron and philschmid LLMPerf/guidellm, compiled static batches:
 # planner/physics/neuron_serving.py), bench/data/reference/. Trainium2 rows are compared, not fitted.
 # Achieved share of a NeuronCore's HBM bandwidth when decode streams weights and KV cache.
-NEURON_MEMORY_BANDWIDTH_EFFICIENCY = 0.61
+NEURON_MEMORY_BANDWIDTH_EFFICIENCY = 0.53
 # Fixed cost of one collective among NeuronCores (the decode all-reduces are latency-bound: an 8B
 # model at TP 24 reads 0.3 GB per core per step yet takes 6.4 ms, 0.2 ms per layer).
-NEURON_COLLECTIVE_LATENCY_S = 6.5e-05
-# Achieved share of NeuronLink bandwidth in ring collectives.
-NEURON_LINK_EFFICIENCY = 0.6
+NEURON_COLLECTIVE_LATENCY_S = 5e-05
+# Achieved share of NeuronLink bandwidth in ring collectives: fitted with NEURON_GEMM_EFFICIENCY on the training
+# rows, whose TP and gradient collectives are bandwidth-bound (bench/calibrate.py NEURON_GROUPS).
+NEURON_LINK_EFFICIENCY = 0.7
 # Fixed cost of a request before its first token on Neuron: the host-side launch of the compiled
 # context-encoding graph and its I/O (128-token prompts take 25-29 ms on inf2 for 0.1 GFLOP of work).
-NEURON_REQUEST_OVERHEAD_S = 0.015
+NEURON_REQUEST_OVERHEAD_S = 0.024
 # Share of a collective that hides behind compute on Neuron: not fitted. A NeuronDevice runs collectives on dedicated
 # collective-communication cores (6 CC-Cores per Trainium/Inferentia2 device, 20 per Trainium2), not on the compute
 # engines: "Dedicated engine for collective communication, allows for overlapping computation and communication"
@@ -197,9 +198,9 @@ NEURON_REQUEST_OVERHEAD_S = 0.015
 # COMM_OVERLAP, whose loss is NCCL taking SMs, does not apply.
 NEURON_COMM_OVERLAP = 1.0
 # Share of a NeuronCore's peak BF16 FLOP/s that context encoding (prefill) sustains.
-NEURON_PREFILL_EFFICIENCY = 0.27
-# Share of peak BF16 FLOP/s that NeuronX Distributed training GEMMs sustain.
-NEURON_GEMM_EFFICIENCY = 0.41
+NEURON_PREFILL_EFFICIENCY = 0.3
+# Share of peak BF16 FLOP/s that NeuronX Distributed training GEMMs sustain (fitted on the training rows alone).
+NEURON_GEMM_EFFICIENCY = 0.38
 
 
 def nonmatmul_bytes_per_token_hidden(accel: Accelerator, kernels: str = "eager") -> float:

@@ -59,16 +59,27 @@ def mean_bucket_tokens(first_tokens: int, last_tokens: int, max_context_tokens: 
     return total / (last_tokens - first_tokens + 1)
 
 
+def decode_context_tokens(prompt_tokens: int, output_tokens: int, max_context_tokens: int | None) -> float:
+    """The mean length a compiled token-generation graph attends over while `output_tokens` are decoded
+    after a `prompt_tokens` prompt: its buckets' mean where the compiled maximum is known (transformers-
+    neuronx bucket.token_sizes: powers of two from 128 up to n_positions; NxD Inference the same), the
+    live mean length where it is not."""
+    if max_context_tokens:
+        return mean_bucket_tokens(prompt_tokens + 1, prompt_tokens + output_tokens - 1, max_context_tokens)
+    return prompt_tokens + output_tokens / 2
+
+
 def compiled_batch_serving(arch: Architecture, core: Accelerator, precision: str, kv_precision: str, tp: int,
                            compiled_batch: int, concurrency: int, prompt_tokens: int, output_tokens: int,
                            itype: InstanceType | None = None, max_context_tokens: int | None = None) -> StaticBatch:
     """`concurrency` identical requests on one replica compiled for `compiled_batch` sequences: waves
     of at most compiled_batch, each prompt encoded alone at its bucket's length (the batch stalls
-    meanwhile), then decoded at the compiled shape (ITL: the mean gap between tokens after the first)."""
+    meanwhile), then decoded at the compiled shape (ITL: the mean gap between tokens after the first),
+    each step attending over its token-generation bucket where the compiled maximum is known."""
     bucket = max(prompt_tokens, context_bucket_tokens(prompt_tokens, max_context_tokens))
     encode_one_s = prefill_s(arch, core, precision, tp, 1, bucket, itype, prompts=1)
     step_s = decode_step(arch, core, precision, kv_precision, tp, 1, compiled_batch,
-                         prompt_tokens + output_tokens / 2, itype=itype).seconds
+                         decode_context_tokens(prompt_tokens, output_tokens, max_context_tokens), itype=itype).seconds
     return static_batch(concurrency, compiled_batch, output_tokens,
                         lambda k: efficiency.request_overhead_s(core) + k * encode_one_s,
                         lambda k: step_s)

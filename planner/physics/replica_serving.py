@@ -6,7 +6,7 @@ admits requests continuously, but runs graphs compiled ahead of time (AWS Neuron
 "Model inference: context encoding and token generation", and "Bucketing"): the token-generation graph
 decodes the compiled batch's shape however many sequences are live, the context-encoding graph encodes
 one new prompt at a time padded up to its bucket (planner/physics/neuron_serving.context_bucket_tokens),
-the token-generation graph attends over its bucket of positions (neuron_serving.mean_bucket_tokens),
+the token-generation graph attends over its bucket of positions (neuron_serving.decode_context_tokens),
 and the decode batch stalls while an encoding runs (the others' encodings lengthen every step in
 serving_estimate). TGI's transformers-neuronx backend, which prefills a whole wave of waiting prompts
 before any first token, is neuron_serving.compiled_batch_serving (bench's TGI rows).
@@ -17,7 +17,7 @@ measures them.
 from __future__ import annotations
 
 from planner.hardware.catalog import Accelerator, InstanceType
-from planner.physics.neuron_serving import context_bucket_tokens, mean_bucket_tokens
+from planner.physics.neuron_serving import context_bucket_tokens, decode_context_tokens
 from planner.physics.performance import CompiledShapes, ServingEstimate, serving_estimate
 from planner.physics.speculative import Speculation
 from planner.workload.presets import Architecture
@@ -39,7 +39,6 @@ def replica_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
         compiled = CompiledShapes(
             compiled_batch or batch,
             context_bucket_tokens(prompt_tokens, max_context_tokens) if max_context_tokens else prompt_tokens,
-            mean_bucket_tokens(prompt_tokens + 1, prompt_tokens + output_tokens - 1, max_context_tokens)
-            if max_context_tokens else prompt_tokens + output_tokens / 2)
+            decode_context_tokens(prompt_tokens, output_tokens, max_context_tokens))
     return serving_estimate(arch, accel, precision, kv_precision, tp, pp, batch, prompt_tokens, output_tokens, itype,
                             prefix_hit_share, ep_nodes, speculation, compiled, attention_dp)
