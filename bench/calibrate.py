@@ -189,7 +189,7 @@ def restored():
 # NeuronLink bandwidth share are what NeuronX Distributed's training rows measure (big GEMMs, bandwidth-bound TP and
 # gradient collectives); the rest move serving rows only and are fitted on them with the link fixed. Jointly, the
 # serving rows' first tokens (whose prefill all-reduces are a small share of a step) pulled the link share 0.6 -> 0.5
-# and the five training rows followed with a GEMM share 0.41 -> 0.54: six of the chosen-plan corpus's GPU training
+# and the five training rows followed with a GEMM share 0.41 -> 0.54: seven of the chosen-plan corpus's GPU training
 # plans moved to Trainium on a training fit that got worse on its own rows (in-sample 1.8% -> 4.2%).
 NEURON_GROUPS = {"training": ("NEURON_GEMM_EFFICIENCY", "NEURON_LINK_EFFICIENCY"),
                  "serving": ("NEURON_MEMORY_BANDWIDTH_EFFICIENCY", "NEURON_COLLECTIVE_LATENCY_S",
@@ -203,8 +203,9 @@ def fit(without: str | tuple[str, ...] | None = None, rounds: int = 6, platforms
     `platforms` limits the refit (GPU constants are fitted on GPU rows only, so a Neuron source
     left out leaves them as fitted on all). Returns the fitted values and leaves them set: wrap in `restored()` to keep the committed ones."""
     catalog = bundled()
-    blocks = [("gpu", {name: PARAMETERS[name] for name in names}, group) for group, names in GPU_GROUPS.items()]
-    blocks += [("neuron", {name: NEURON_PARAMETERS[name] for name in names}, group) for group, names in NEURON_GROUPS.items()]
+    blocks = [(platform, {name: table[name] for name in names}, group)
+              for platform, table, groups in (("gpu", PARAMETERS, GPU_GROUPS), ("neuron", NEURON_PARAMETERS, NEURON_GROUPS))
+              for group, names in groups.items()]
     for platform, parameters, group in blocks:
         if platform not in platforms:
             continue

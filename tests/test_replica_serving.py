@@ -32,7 +32,9 @@ def test_a_1500_token_prompt_is_encoded_in_the_2048_bucket_and_stalls_the_compil
     step_s = decode_step(arch, core, "bf16", "bf16", 8, 1, 29, 2048, itype=itype).seconds
     assert e.inter_token_latency_s == pytest.approx(step_s + 28 / 250 * encode_s)
     assert (encode_s, step_s, e.inter_token_latency_s) == pytest.approx((0.16891, 0.015780, 0.034698), rel=1e-3)
-    # the estimate before issue 25 encoded 1,500 tokens and read 1,625: ITL 30.2 ms, 937 tokens/s (35.5, 783 with the closed-loop prefill queue and the fourth refit; 36.5, 762 with the embedding-lookup refit; now 34.7, 804 with the Neuron fit in two groups)
+    # the estimate before issue 25 encoded 1,500 tokens and read 1,625: ITL 30.2 ms, 937 tokens/s
+    # (35.5, 783 with the closed-loop prefill queue and the fourth refit;
+    # 36.5, 762 with the embedding-lookup refit; now 34.7, 804 with the Neuron fit in two groups)
     assert e.output_tokens_per_s_per_replica == pytest.approx(803.60, rel=1e-3)
     assert serving_estimate(arch, core, "bf16", "bf16", 8, 1, 29, 1500, 250, itype).inter_token_latency_s \
         == pytest.approx(0.028765, rel=1e-3)
@@ -86,7 +88,8 @@ def test_an_inf2_plan_reports_the_compiled_graphs_figures(catalog):
     itype, core = _inf2(catalog)
     e = replica_estimate(presets()["llama-3.1-8b"], core, "bf16", "bf16", 24, 1, 8, 1500, 250, itype,
                          max_context_tokens=4096)
-    assert plan.performance.time_to_first_token_s == pytest.approx(e.time_to_first_token_s) == pytest.approx(0.14036, rel=1e-3)
+    assert plan.performance.time_to_first_token_s == pytest.approx(e.time_to_first_token_s) \
+        == pytest.approx(0.14036, rel=1e-3)
     assert plan.performance.inter_token_latency_s == pytest.approx(0.0099205, rel=1e-3)
 
 
