@@ -129,7 +129,7 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
                                                       * efficiency.decode_gemm_efficiency(accel, linear_precision))
                  + local * mla_decode_attention_flops(arch, context_tokens)
                  / (accel.peak_flops(attention_precision(linear_precision))
-                    * efficiency.decode_compute_efficiency(accel)))
+                    * efficiency.decode_attention_efficiency(accel)))
     comm_s = all_to_all_s(arch, batch, ranks, itype, accel)
     overhead_s = efficiency.decode_overhead_s(accel, 1, arch.layers)
     step_s = efficiency.roofline_s(accel, stream_s, compute_s) + elementwise + comm_s + overhead_s

@@ -180,17 +180,18 @@ NEURON_NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 408
 # trn1.32xlarge; NeuronX Distributed pre-training on trn1.32xlarge), bench/data/reference.yaml, and
 # TGI-on-Neuron runs (optimum-neuron and philschmid LLMPerf/guidellm, compiled static batches:
 # planner/physics/neuron_serving.py), bench/data/reference/. Trainium2 rows are compared, not fitted.
-# Achieved share of a NeuronCore's HBM bandwidth when decode streams weights and KV cache.
-NEURON_MEMORY_BANDWIDTH_EFFICIENCY = 0.53
+# Achieved share of a NeuronCore's HBM bandwidth when decode streams weights and KV cache (0.53 before decode attention
+# had its own share, NEURON_DECODE_ATTENTION_EFFICIENCY, whose cost it stood in for).
+NEURON_MEMORY_BANDWIDTH_EFFICIENCY = 0.89
 # Fixed cost of one collective among NeuronCores (the decode all-reduces are latency-bound: an 8B
 # model at TP 24 reads 0.3 GB per core per step yet takes 6.4 ms, 0.2 ms per layer).
-NEURON_COLLECTIVE_LATENCY_S = 5e-05
+NEURON_COLLECTIVE_LATENCY_S = 9.5e-05
 # Achieved share of NeuronLink bandwidth in ring collectives: fitted with NEURON_GEMM_EFFICIENCY on the training
 # rows, whose TP and gradient collectives are bandwidth-bound (bench/calibrate.py NEURON_GROUPS).
-NEURON_LINK_EFFICIENCY = 0.7
+NEURON_LINK_EFFICIENCY = 0.6
 # Fixed cost of a request before its first token on Neuron: the host-side launch of the compiled
 # context-encoding graph and its I/O (128-token prompts take 25-29 ms on inf2 for 0.1 GFLOP of work).
-NEURON_REQUEST_OVERHEAD_S = 0.024
+NEURON_REQUEST_OVERHEAD_S = 0.014
 # Share of a collective that hides behind compute on Neuron: not fitted. A NeuronDevice runs collectives on dedicated
 # collective-communication cores (6 CC-Cores per Trainium/Inferentia2 device, 20 per Trainium2), not on the compute
 # engines: "Dedicated engine for collective communication, allows for overlapping computation and communication"
@@ -198,9 +199,21 @@ NEURON_REQUEST_OVERHEAD_S = 0.024
 # COMM_OVERLAP, whose loss is NCCL taking SMs, does not apply.
 NEURON_COMM_OVERLAP = 1.0
 # Share of a NeuronCore's peak BF16 FLOP/s that context encoding (prefill) sustains.
-NEURON_PREFILL_EFFICIENCY = 0.3
+NEURON_PREFILL_EFFICIENCY = 0.32
 # Share of peak BF16 FLOP/s that NeuronX Distributed training GEMMs sustain (fitted on the training rows alone).
-NEURON_GEMM_EFFICIENCY = 0.38
+NEURON_GEMM_EFFICIENCY = 0.41
+# Share of a NeuronCore's peak BF16 FLOP/s that decode attention sustains. transformers-neuronx's token-generation
+# attention (src/transformers_neuronx/layers/attention.py `score` and `context`) repeats each KV head for its query
+# heads (repeat_kv), multiplies one query row per head against every position on the 128-row systolic TensorE (NKI
+# architecture guides: one row in 128 busy), and upcasts the scores to FP32 for the softmax (a quarter of the BF16
+# rate): the prior 1/128 ÷ 4 ≈ 0.002, far below the GEMM share, so its cost grows with query heads × positions × the
+# compiled batch, not with KV bytes. It is why a compiled batch of 8 costs more per step than batch 1 at the same
+# weight stream: optimum-neuron's trn1 Llama-3-70B at one client decodes ~19 ms a step compiled for 1 and ~30 ms for
+# 8; AWS's inf2 tables add ~4.5 ms a step at batch 8 when n_positions doubles, for a GQA 8B model whose KV bytes
+# explain a fifth of it. Fitted on the Neuron serving rows (bench/calibrate.py NEURON_GROUPS): 0.002, the prior.
+# Before it, decode attention ran at the GEMM share and the weight stream's share absorbed its cost (0.53 of HBM
+# peak; 0.89 with it).
+NEURON_DECODE_ATTENTION_EFFICIENCY = 0.002
 
 
 def nonmatmul_bytes_per_token_hidden(accel: Accelerator, kernels: str = "eager") -> float:
@@ -283,6 +296,12 @@ def decode_compute_efficiency(accel: Accelerator) -> float:
     """Share of peak a compute-bound decode step's GEMMs and attention sustain: the generation's decode share
     (DECODE_GEMM_EFFICIENCY_BY_GENERATION), Neuron's GEMM share on Neuron."""
     return NEURON_GEMM_EFFICIENCY if accel.is_neuron else _gemm_share(accel, DECODE_GEMM_EFFICIENCY_BY_GENERATION)
+
+
+def decode_attention_efficiency(accel: Accelerator) -> float:
+    """Share of peak that decode attention's QKᵀ and PV sustain: the decode share on GPUs, where the attention
+    kernels are bound by their KV stream long before their FLOPs, NEURON_DECODE_ATTENTION_EFFICIENCY on Neuron."""
+    return NEURON_DECODE_ATTENTION_EFFICIENCY if accel.is_neuron else decode_compute_efficiency(accel)
 
 
 def roofline_s(accel: Accelerator, memory_s: float, compute_s: float) -> float:

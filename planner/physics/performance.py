@@ -82,7 +82,7 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
         accel.peak_flops(linear_precision) * efficiency.decode_gemm_efficiency(accel, linear_precision))
     attention_peak = accel.peak_flops(attention_precision(linear_precision)) or accel.peak_flops(linear_precision)
     attention_s = (batch * attention_flops / (tp * pp * ep_nodes)
-                   / (attention_peak * efficiency.decode_compute_efficiency(accel)))
+                   / (attention_peak * efficiency.decode_attention_efficiency(accel)))
     elementwise = elementwise_s(arch, tp, accel, local) / pp
     memory_s, compute_s = weights_s + kv_s + elementwise, gemm_s + attention_s
     activation = local * arch.hidden_size * 2
