@@ -55,10 +55,10 @@ def test_llmperf_inter_token_latency_is_end_to_end_over_output_tokens():
 def test_quoted_inf2_static_batch_32_ttft_is_no_longer_two_thirds_fast(catalog):
     """optimum-neuron llama3.1-8b on inf2 (TP 8, MAX_BATCH_SIZE 32, guidellm throughput, 1500/250):
     per replica 309.7 tokens/s, TTFT 7,166 ms. The continuous-batching estimate reads the TTFT more
-    than half fast and ~3× the throughput; the compiled-batch estimate (29 prompts encoded in the
-    2,048 bucket before the wave's first token) is within 40% on TTFT and less high on throughput.
-    What stays high is the decode step itself (ITL 15.5 ms predicted, 26.8 ms measured one request
-    at a time): issue 25 report."""
+    than half fast and over twice the throughput (~3× before decode attention had its own share); the
+    compiled-batch estimate (29 prompts encoded in the 2,048 bucket before the wave's first token) is within
+    40% on TTFT and less high on throughput. The 32-slot decode step itself, one request at a time, is 26.8 ms
+    published: 15.5 ms predicted while decode attention ran at the GEMM share, now within 15%."""
     row = next(r for r in rs.sources()["optimum-neuron-benchmarks"]["rows"]
                if r["id"] == "optneuron-tgi-inf2-llama-3.1-8b-bs32-throughput")
     assert row["compiled_batch"] == 32 and row["tp"] == 8 and row["concurrency"] == 29
@@ -66,11 +66,13 @@ def test_quoted_inf2_static_batch_32_ttft_is_no_longer_two_thirds_fast(catalog):
     arch = presets()["llama-3.1-8b"]
     continuous = serving_estimate(arch, core, "bf16", "bf16", 8, 1, 29, 1500, 250, itype)
     continuous_tps_error = continuous.output_tokens_per_s_per_replica / row["tokens_per_s"] - 1
-    assert continuous_tps_error > 1.5
+    assert continuous_tps_error > 1.0
     assert continuous.time_to_first_token_s * 1e3 / row["ttft_ms"] < 0.5
     ours = {r.metric: r for r in all_rows(catalog) if r.id == row["id"]}
     assert abs(ours["TTFT"].error) < 0.40
     assert ours["serving tokens/s"].error < continuous_tps_error
+    sync = next(r for r in all_rows(catalog) if r.id == "optneuron-tgi-inf2-llama-3.1-8b-bs32-sync" and r.metric == "ITL")
+    assert sync.measured == 26.79 and abs(sync.error) < 0.15
 
 
 def test_inf2_and_trn1_tgi_rows_are_compared(catalog):
