@@ -71,7 +71,8 @@ def test_quoted_inf2_static_batch_32_ttft_is_no_longer_two_thirds_fast(catalog):
     ours = {r.metric: r for r in all_rows(catalog) if r.id == row["id"]}
     assert abs(ours["TTFT"].error) < 0.40
     assert ours["serving tokens/s"].error < continuous_tps_error
-    sync = next(r for r in all_rows(catalog) if r.id == "optneuron-tgi-inf2-llama-3.1-8b-bs32-sync" and r.metric == "ITL")
+    sync = next(r for r in all_rows(catalog)
+                if r.id == "optneuron-tgi-inf2-llama-3.1-8b-bs32-sync" and r.metric == "ITL")
     assert sync.measured == 26.79 and abs(sync.error) < 0.15
 
 
