@@ -100,8 +100,8 @@ def test_published_vllm_on_trainium2_rows_within_stated_tolerance(catalog):
     flight (Little's law on the CSV) ITL 44.5 ms published, within 30% (it was +118% at the
     continuous-batching estimate with 128 sequences and no buckets). These rows are compared, never fitted:
     since decode attention has its own share, fitted on transformers-neuronx's NeuronCore-v2 rows, the TTFT is
-    -12% (was within 5%: the fitted request cost fell 24 -> 14 ms) and the ITL +25% (was within 20%): NxD
-    Inference's token-generation attention on Trainium2 runs faster than transformers-neuronx's."""
+    -12% (was within 5%: the fitted request cost fell 24 -> 14 ms) and the ITL +25% (was within 20%), which
+    suggests NxD Inference's token-generation attention on Trainium2 runs faster than transformers-neuronx's."""
     rows = {(r.id, r.metric): r for r in all_rows(catalog) if r.accelerator == "Trainium2"}
     assert abs(rows[("optneuron-vllm-trainium2-llama-3.1-8b-sync", "TTFT")].error) < 0.15
     assert abs(rows[("optneuron-vllm-trainium2-llama-3.1-8b-throughput", "ITL")].error) < 0.30
@@ -126,8 +126,6 @@ def test_the_bench_predicts_transformers_neuronx_tables_over_the_same_buckets(ca
     buckets the plan's formula reads, x1.24: the longer graph attends over its longer buckets. (x1.27 and x1.33
     before decode attention had its own share: the HBM share rose 0.53 -> 0.89 and the collective latency
     doubled, so fixed costs are more of this MHA model's step.)"""
-    from bench.reference_cases import all_rows
-
     itl = {r.id: r for r in all_rows(catalog, "neuron") if r.metric == "ITL" and r.source == "neuron-inference"}
     short, long = itl["INF2-Llama-2-7b-b8-128/3968"], itl["INF2-Llama-2-7b-b8-128/8064"]
     assert (short.measured, long.measured) == (12.11, 16.39)
