@@ -142,12 +142,16 @@ def _neuron_training_rows(catalog: Catalog) -> list[Row]:
     return rows
 
 
-def all_rows(catalog: Catalog, platform: str | None = None, cap: int | None = None) -> list[Row]:
+def all_rows(catalog: Catalog, platform: str | None = None, cap: int | None = None, kind: str | None = None,
+             skip_sources: tuple[str, ...] = ()) -> list[Row]:
     """Every compared figure; `cap` keeps at most that many rows per new-format source (the fit's
-    weighting, bench/calibrate.py), None keeps all (what accuracy reports)."""
-    sourced = reference_sources.training_rows(catalog, Row, cap) + reference_serving.serving_rows(catalog, Row, cap)
-    gpu = (_decode_rows(catalog) + _serving_rows(catalog) + _training_rows(catalog)
+    weighting, bench/calibrate.py), None keeps all (what accuracy reports). `kind` ("serving" or "training")
+    and `skip_sources` leave the other rows unpredicted (the fit's objective: the same rows, faster)."""
+    serving, training = kind in (None, "serving"), kind in (None, "training")
+    sourced = ((reference_sources.training_rows(catalog, Row, cap, skip_sources) if training and platform != "neuron" else [])
+               + (reference_serving.serving_rows(catalog, Row, cap, platform, skip_sources) if serving else []))
+    gpu = ((_decode_rows(catalog) + _serving_rows(catalog) if serving else []) + (_training_rows(catalog) if training else [])
            + [r for r in sourced if r.platform == "gpu"]) if platform != "neuron" else []
-    neuron = (_neuron_serving_rows(catalog) + _neuron_training_rows(catalog)
+    neuron = ((_neuron_serving_rows(catalog) if serving else []) + (_neuron_training_rows(catalog) if training else [])
               + [r for r in sourced if r.platform == "neuron"]) if platform != "gpu" else []
     return gpu + neuron

@@ -7,6 +7,7 @@ serving, with its reason."""
 from __future__ import annotations
 
 from collections import Counter
+from functools import cache
 
 from bench.offline_rows import PRECISIONS, is_trtllm_bench, predict_offline
 from bench.reference_sources import (INSTANCE_FOR, NEURON_INSTANCE_FOR, model_why_not, row_accelerator,
@@ -67,6 +68,12 @@ def serving_why_not(row: dict) -> str | None:
     return model_why_not(row)
 
 
+@cache
+def _usable(source_id: str) -> tuple[dict, ...]:
+    """A source's rows the planner can compare (a row's own fields decide it: no fitted constant does)."""
+    return tuple(r for r in sources()[source_id]["rows"] if "prompt_tokens" in r and serving_why_not(r) is None)
+
+
 def serving_kv(row: dict) -> str:
     """The row's KV cache precision as the planner names it: FP8 where published, 16-bit otherwise."""
     return "fp8" if str(row.get("kv_precision")).startswith("fp8") else "bf16"
@@ -89,7 +96,8 @@ def in_model_tokens(row: dict) -> dict:
     return {**row, **converted}
 
 
-def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
+def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: str | None = None,
+                 skip_sources: tuple[str, ...] = ()):
     """Closed-loop rows: the planner's continuous-batching estimate; on a GPU engine, clients beyond
     the KV slots held at the mean context wait for a slot (closed_loop.slot_wait_s). Static batches: as
     many requests as the engine's KV memory holds at the mean context (prompt + output/2) run at once, in
@@ -98,7 +106,9 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
     64 × 128/2048 Llama-2-7B batch starts as one wave, 13B's at 64 does not); each wave's prompts
     are prefilled together, then it decodes in lock-step (ITL at the mean context); throughput =
     batch · output ÷ the waves' total time, TTFT and ITL the means over the requests. trtllm-bench rows
-    (every request queued at once): bench/offline_rows.py, output tokens/s only."""
+    (every request queued at once): bench/offline_rows.py, output tokens/s only. `platform` ("gpu" or "neuron")
+    and `skip_sources` leave rows out before they are predicted (the fit's objective: the same rows, faster); a
+    source's rows are strided first, so the rows kept are the ones a full call keeps."""
     from planner.physics import efficiency
     from planner.physics.closed_loop import slot_wait_s
     from planner.physics.kv_capacity import resident_sequences, static_batch
@@ -107,12 +117,15 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None):
     from planner.physics.replica_serving import replica_estimate
 
     out = []
-    for source_id, data in sources().items():
-        usable = [r for r in data["rows"] if "prompt_tokens" in r and serving_why_not(r) is None]
-        for r in strided(usable, cap):
+    for source_id in sources():
+        if source_id in skip_sources:
+            continue
+        for r in strided(list(_usable(source_id)), cap):
+            neuron = r["accelerator"] in NEURON_INSTANCE_FOR
+            if platform is not None and platform != ("neuron" if neuron else "gpu"):
+                continue
             r = in_model_tokens(r)
             arch = row_architecture(r)
-            neuron = r["accelerator"] in NEURON_INSTANCE_FOR
             if neuron:
                 node = r["instance_type"] if catalog.instance(str(r.get("instance_type"))) else NEURON_INSTANCE_FOR[r["accelerator"]]
                 itype, accel = catalog.sharded(catalog.instance(node))

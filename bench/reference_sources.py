@@ -362,9 +362,12 @@ def strided(rows: list[dict], cap: int | None) -> list[dict]:
     return [rows[int(i * step)] for i in range(cap)]
 
 
-def training_rows(catalog: Catalog, row_type, cap: int | None = None):
+def training_rows(catalog: Catalog, row_type, cap: int | None = None, skip_sources: tuple[str, ...] = ()):
+    """The sources' GPU training rows (TFLOP/s per device); `skip_sources` are left out unpredicted."""
     rows = []
     for source_id, data in sources().items():
+        if source_id in skip_sources:
+            continue
         for r in strided([resolved(r) for r in data["rows"] if "seq" in r and why_not(r, catalog) is None], cap):
             arch, accel, est = predict(catalog, r)
             measured = measured_tflops(r, arch, accel)

@@ -57,6 +57,18 @@ def test_committed_constants_are_the_fit():
     for name, value in committed.items():
         assert fitted[name] == pytest.approx(value), f"{name}: committed {value}, fit {fitted[name]}"
 
+@pytest.mark.parametrize("platform", ["gpu", "neuron"])
+@pytest.mark.parametrize("kind", ["serving", "training"])
+def test_the_fit_predicts_only_its_group_and_gets_the_rows_a_full_call_keeps(catalog, platform, kind):
+    """The objective asks for one platform's group and leaves the evaluated-only and held-out sources
+    unpredicted: exactly the rows (and figures) the full call keeps after filtering, or the fit moves."""
+    skip = calibrate.EVALUATED_ONLY_SOURCES + ("philschmid-llmperf-a10g-inf2",)
+    full = [r for r in all_rows(catalog, platform, calibrate.FIT_ROWS_PER_SOURCE)
+            if r.source not in skip and (r.metric in calibrate.SERVING_METRICS) == (kind == "serving")]
+    narrowed = all_rows(catalog, platform, calibrate.FIT_ROWS_PER_SOURCE, kind, skip)
+    assert narrowed == full and len(full) > (0 if platform == "neuron" and kind == "training" else 20)
+    assert {r.platform for r in narrowed} == {platform}
+
 
 def test_a_source_left_out_never_informs_the_fit():
     """Only gpt-fast and AccelMark's suite C (W4A16 / W8A16 checkpoints) measure weight-only int8/int4
