@@ -148,10 +148,14 @@ def all_rows(catalog: Catalog, platform: str | None = None, cap: int | None = No
     weighting, bench/calibrate.py), None keeps all (what accuracy reports). `kind` ("serving" or "training")
     and `skip_sources` leave the other rows unpredicted (the fit's objective: the same rows, faster)."""
     serving, training = kind in (None, "serving"), kind in (None, "training")
-    sourced = ((reference_sources.training_rows(catalog, Row, cap, skip_sources) if training and platform != "neuron" else [])
-               + (reference_serving.serving_rows(catalog, Row, cap, platform, skip_sources) if serving else []))
-    gpu = ((_decode_rows(catalog) + _serving_rows(catalog) if serving else []) + (_training_rows(catalog) if training else [])
-           + [r for r in sourced if r.platform == "gpu"]) if platform != "neuron" else []
-    neuron = ((_neuron_serving_rows(catalog) if serving else []) + (_neuron_training_rows(catalog) if training else [])
-              + [r for r in sourced if r.platform == "neuron"]) if platform != "gpu" else []
+    sourced = reference_serving.serving_rows(catalog, Row, cap, platform, skip_sources) if serving else []
+    if training and platform != "neuron":
+        sourced = reference_sources.training_rows(catalog, Row, cap, skip_sources) + sourced
+    gpu, neuron = [], []
+    if platform != "neuron":
+        gpu = ((_decode_rows(catalog) + _serving_rows(catalog) if serving else [])
+               + (_training_rows(catalog) if training else []) + [r for r in sourced if r.platform == "gpu"])
+    if platform != "gpu":
+        neuron = ((_neuron_serving_rows(catalog) if serving else []) + (_neuron_training_rows(catalog) if training else [])
+                  + [r for r in sourced if r.platform == "neuron"])
     return gpu + neuron
