@@ -199,8 +199,8 @@ def restored():
 # fitted beside them, returns to GEMM 0.41 and link 0.6 (in-sample 2.2%); a second run reproduces every value.
 # Passes over a platform's groups: GPU serving rows read no training constant (tests/test_calibration.py,
 # test_each_gpu_group_moves_only_its_own_metrics), so one pass is the fixed point; Neuron's groups read each other's
-# (serving steps all-reduce at the training group's link share and GEMM share, training's collectives pay the serving
-# group's per-collective latency), so they are fitted in turn until a pass moves nothing. One pass had left a held-out fit wherever its start put it, and a calibrate run from other
+# (serving steps all-reduce at the training group's link share, training's collectives pay the serving group's
+# per-collective latency), so they are fitted in turn until a pass moves nothing. One pass had left a held-out fit wherever its start put it, and a calibrate run from other
 # values needed a second run to reach the committed ones.
 PASSES = {"gpu": 1, "neuron": 4}
 NEURON_GROUPS = {"training": ("NEURON_GEMM_EFFICIENCY", "NEURON_LINK_EFFICIENCY"),
