@@ -200,8 +200,8 @@ def restored():
 # Passes over a platform's groups: GPU serving rows read no training constant (tests/test_calibration.py,
 # test_each_gpu_group_moves_only_its_own_metrics), so one pass is the fixed point; Neuron's groups read each other's
 # (serving steps all-reduce at the training group's link share, training's collectives pay the serving group's
-# per-collective latency), so they are fitted in turn until a pass moves nothing. One pass had left a held-out fit wherever its start put it, and a calibrate run from other
-# values needed a second run to reach the committed ones.
+# per-collective latency), so they are fitted in turn until a pass moves nothing. One pass had left a held-out fit
+# wherever its start put it, and a calibrate run from other values needed a second run to reach the committed ones.
 PASSES = {"gpu": 1, "neuron": 4}
 NEURON_GROUPS = {"training": ("NEURON_GEMM_EFFICIENCY", "NEURON_LINK_EFFICIENCY"),
                  "serving": ("NEURON_MEMORY_BANDWIDTH_EFFICIENCY", "NEURON_COLLECTIVE_LATENCY_S",

@@ -156,6 +156,6 @@ def all_rows(catalog: Catalog, platform: str | None = None, cap: int | None = No
         gpu = ((_decode_rows(catalog) + _serving_rows(catalog) if serving else [])
                + (_training_rows(catalog) if training else []) + [r for r in sourced if r.platform == "gpu"])
     if platform != "gpu":
-        neuron = ((_neuron_serving_rows(catalog) if serving else []) + (_neuron_training_rows(catalog) if training else [])
-                  + [r for r in sourced if r.platform == "neuron"])
+        neuron = ((_neuron_serving_rows(catalog) if serving else [])
+                  + (_neuron_training_rows(catalog) if training else []) + [r for r in sourced if r.platform == "neuron"])
     return gpu + neuron
