@@ -171,11 +171,9 @@ def objective(catalog, platform: str | None = None, without: str | tuple[str, ..
     metrics that GPU_GROUPS' group moves (serving or training), None for all."""
     left_out = (without,) if isinstance(without, str) else tuple(without or ())
     rows = [r for r in all_rows(catalog, platform, FIT_ROWS_PER_SOURCE, group, EVALUATED_ONLY_SOURCES + left_out)
-            if r.accelerator not in EVALUATED_ONLY
-            and r.source not in EVALUATED_ONLY_SOURCES
-            and (group is None or (r.metric in SERVING_METRICS) == (group == "serving"))]
+            if r.accelerator not in EVALUATED_ONLY]
     errors = source_balanced_errors if group == "training" else median_errors
-    return sum(errors([r for r in rows if r.source not in left_out]).values())
+    return sum(errors(rows).values())
 
 
 @contextmanager

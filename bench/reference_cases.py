@@ -146,7 +146,8 @@ def all_rows(catalog: Catalog, platform: str | None = None, cap: int | None = No
              skip_sources: tuple[str, ...] = ()) -> list[Row]:
     """Every compared figure; `cap` keeps at most that many rows per new-format source (the fit's
     weighting, bench/calibrate.py), None keeps all (what accuracy reports). `kind` ("serving" or "training")
-    and `skip_sources` leave the other rows unpredicted (the fit's objective: the same rows, faster)."""
+    and `skip_sources` leave the other rows out, the sourced ones unpredicted (the fit's objective: the same rows,
+    faster)."""
     serving, training = kind in (None, "serving"), kind in (None, "training")
     sourced = reference_serving.serving_rows(catalog, Row, cap, platform, skip_sources) if serving else []
     if training and platform != "neuron":
@@ -158,4 +159,4 @@ def all_rows(catalog: Catalog, platform: str | None = None, cap: int | None = No
     if platform != "gpu":
         neuron = ((_neuron_serving_rows(catalog) if serving else [])
                   + (_neuron_training_rows(catalog) if training else []) + [r for r in sourced if r.platform == "neuron"])
-    return gpu + neuron
+    return [r for r in gpu + neuron if r.source not in skip_sources]  # reference.yaml's sources too

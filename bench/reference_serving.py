@@ -120,7 +120,7 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
     for source_id in sources():
         if source_id in skip_sources:
             continue
-        for r in strided(list(_usable(source_id)), cap):
+        for r in strided(_usable(source_id), cap):
             neuron = r["accelerator"] in NEURON_INSTANCE_FOR
             if platform is not None and platform != ("neuron" if neuron else "gpu"):
                 continue

@@ -14,6 +14,7 @@ source's MFU times the catalog's dense BF16 peak (the sources state MFU against 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -354,7 +355,7 @@ def implausible(catalog: Catalog) -> list[str]:
     return out
 
 
-def strided(rows: list[dict], cap: int | None) -> list[dict]:
+def strided(rows: Sequence[dict], cap: int | None) -> Sequence[dict]:
     """Every k-th row so at most `cap` remain (deterministic): one big table weighs no more than cap rows."""
     if cap is None or len(rows) <= cap:
         return rows
