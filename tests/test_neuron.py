@@ -199,3 +199,21 @@ def test_compiled_model_url_reaches_the_container_with_read_access_to_it_only(tm
     [policy] = stack.of_type("iam/rolePolicy:RolePolicy")
     statements = {s["Sid"]: s for s in __import__("json").loads(policy.inputs["policy"])["Statement"]}
     assert statements["ReadCompiledGraphs"]["Resource"] == "arn:aws:s3:::neff-cache/llama-2-70b/*"
+
+
+def test_a_neuron_plan_says_its_engine_encodes_every_prompt_at_all_its_positions(catalog):
+    """optimum-neuron, the Neuron image plans deploy, compiles one context-encoding graph at the sequence length
+    (v0.4.5 modeling_decoder.py create_graph_builders: active_tokens = max_context_length; decoder_builders.py:
+    bucket_rank 0 only), while the estimate reads a prompt at its power-of-two bucket: a 1,024-token prompt under
+    4,096 positions is encoded as 4,096 tokens, four times the estimate's. The plan says so; a prompt whose bucket
+    is all the positions needs no warning."""
+    plan = plan_workload(workload(**serve("llama-2-70b", concurrent_requests=1),
+                                  constraints={"instance_types": ["inf2.48xlarge"]}), catalog)
+    [warning] = [w for w in plan.warnings if "context-encoding graph" in w]
+    assert "for all 4096 positions" in warning and "1024-token prompt at its 1024-token bucket (4× fewer" in warning
+    full = plan_workload(workload(**serve("llama-2-70b", concurrent_requests=1, prompt_tokens=3000),
+                                  constraints={"instance_types": ["inf2.48xlarge"], "confidence": "expected"}), catalog)
+    assert not [w for w in full.warnings if "context-encoding graph" in w]
+    gpu = plan_workload(workload(**serve("llama-2-70b", concurrent_requests=1),
+                                 constraints={"instance_types": ["p5.48xlarge"]}), catalog)
+    assert not [w for w in gpu.warnings if "context-encoding graph" in w]

@@ -12,6 +12,7 @@ from planner.economics.price_rule import one_rule_reason
 from planner.economics.provisioned import priced
 from planner.hardware.catalog import Catalog
 from planner.physics.bands import memory_band, memory_fit_factor, performance_band
+from planner.physics.neuron_serving import context_bucket_tokens
 from planner.search.candidates import Candidate, Miss
 from planner.search.sweep import ec2_serving_reason, engine_for, hours_of
 from planner.workload.plan import (Alternative, Choice, ModelSummary, Plan, PlanCost, PlanLayout, PlanMemory,
@@ -168,6 +169,17 @@ def _serving_figures(w: Workload, cand: Candidate, platform: str, hours: float,
                         f"{s.max_context_tokens} positions at TP {cand.tp} NeuronCores; compiling "
                         "at endpoint start can outlast the health check: deploy pre-compiled artifacts "
                         "(deployment key compiledModelUrl)")
+        # optimum-neuron 0.4.5 (components/data/images.yaml) has no buckets: modeling_decoder.py create_graph_builders
+        # compiles "context_encoding" at active_tokens = max_context_length (= the sequence length) and
+        # decoder_builders.py asserts bucket_rank == 0. The estimate keeps the power-of-two buckets of AWS's engines
+        # until NxD's attention and Neuron's prefill fixed cost let the fit hold with one graph (issue 25's notes).
+        bucket = context_bucket_tokens(s.prompt_tokens, s.max_context_tokens)
+        if bucket < s.max_context_tokens:
+            warnings.append(f"the Neuron image this plan deploys (optimum-neuron) compiles one context-encoding graph "
+                            f"for all {s.max_context_tokens} positions, so each prompt is encoded as "
+                            f"{s.max_context_tokens} tokens; the first-token estimate reads a {s.prompt_tokens}-token "
+                            f"prompt at its {bucket}-token bucket ({s.max_context_tokens // bucket}× fewer tokens): "
+                            "keep max_context_tokens as low as requests allow")
     performance = PlanPerformance(output_tokens_per_s=aggregate,
                                   output_tokens_per_s_per_replica=perf.output_tokens_per_s_per_replica,
                                   time_to_first_token_s=perf.time_to_first_token_s,
