@@ -178,7 +178,8 @@ def _serving_figures(w: Workload, cand: Candidate, platform: str, hours: float,
             warnings.append(f"the Neuron image this plan deploys (optimum-neuron) compiles one context-encoding graph "
                             f"for all {s.max_context_tokens} positions, so each prompt is encoded as "
                             f"{s.max_context_tokens} tokens; the first-token estimate reads a {s.prompt_tokens}-token "
-                            f"prompt at its {bucket}-token bucket ({s.max_context_tokens / bucket:.3g}× fewer tokens): "
+                            f"prompt at its {bucket}-token bucket "
+                            f"({s.max_context_tokens / bucket:.3g}× fewer tokens): "
                             "keep max_context_tokens as low as requests allow")
     performance = PlanPerformance(output_tokens_per_s=aggregate,
                                   output_tokens_per_s_per_replica=perf.output_tokens_per_s_per_replica,
