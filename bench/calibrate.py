@@ -15,6 +15,8 @@ best), which keeps one fit to a few seconds.
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
 import statistics
 import sys
@@ -29,6 +31,9 @@ from planner.hardware.catalog import bundled  # noqa: E402
 
 STARTS = (None, 0.25, 0.5, 0.75)  # the priors, then every constant at that quantile of its grid
 COARSE = 4  # coarse stride of the grid search, then a full-resolution search around the best
+# A group whose joint grid has at most this many points is searched on all of them (_grid_search) instead of one
+# constant at a time: Neuron's training pair (1,539 points at ~1 ms each); every other group has 10^8 or more.
+JOINT_GRID_POINTS = 5_000
 
 
 def _grid(lo: float, hi: float, step: float) -> list[float]:
@@ -232,9 +237,9 @@ def fit(without: str | tuple[str, ...] | None = None, rounds: int = 6, platforms
 
 def _fit_group(catalog, parameters: dict, platform: str, group: str, rounds: int,
                without: str | tuple[str, ...] | None) -> None:
-    """One group's constants from every start; the best start's values are left set. A group of two is searched
-    on its whole joint grid instead (_grid_search)."""
-    if len(parameters) == 2:
+    """One group's constants from every start; the best start's values are left set. A group with a small joint
+    grid is searched on all of it instead (_grid_search)."""
+    if math.prod(len(grid) for _, _, grid, _ in parameters.values()) <= JOINT_GRID_POINTS:
         _grid_search(catalog, parameters, platform, group, without)
         return
     results = []
@@ -251,20 +256,22 @@ def _fit_group(catalog, parameters: dict, platform: str, group: str, rounds: int
 
 def _grid_search(catalog, parameters: dict, platform: str, group: str,
                  without: str | tuple[str, ...] | None) -> None:
-    """Every point of two constants' joint grid; the lowest objective wins, ties to the point nearest the priors.
+    """Every point of the constants' joint grid; the lowest objective wins, ties to the point nearest the priors.
     Neuron's training pair needs it: a NeuronCore's GEMM share and the NeuronLink share both stretch the same step, so
     the training rows leave a diagonal valley that one coordinate at a time stalls in (with HyperPod's Llama 3 70B rows
     beside AWS's table the best of the starts stopped at GEMM 0.38, link 0.75, 15% above the floor at 0.40, 0.65)."""
-    (_, put_a, grid_a, prior_a), (_, put_b, grid_b, prior_b) = parameters.values()
+    entries = list(parameters.values())
 
-    def score(a: float, b: float) -> tuple[float, float]:
-        put_a(a)
-        put_b(b)
-        return round(objective(catalog, platform, without, group), 6), abs(a - prior_a) + abs(b - prior_b)
+    def put(point: tuple[float, ...]) -> None:
+        for (_, set_value, _, _), value in zip(entries, point):
+            set_value(value)
 
-    best = min(((a, b) for a in grid_a for b in grid_b), key=lambda point: score(*point))
-    put_a(best[0])
-    put_b(best[1])
+    def score(point: tuple[float, ...]) -> tuple[float, float]:
+        put(point)
+        distance = sum(abs(value - prior) for (*_, prior), value in zip(entries, point))
+        return round(objective(catalog, platform, without, group), 6), distance
+
+    put(min(itertools.product(*(grid for _, _, grid, _ in entries)), key=score))
 
 
 def _descend(parameters: dict, platform: str, rounds: int, without: str | tuple[str, ...] | None,
