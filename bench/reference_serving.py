@@ -155,7 +155,8 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
                 waves = static_batch(
                     b, resident_sequences(arch, accel, w, kv, tp, prompt + n // 2), n,
                     lambda k: efficiency.request_overhead_s(accel) + prefill_s(arch, accel, w, tp, 1, prompt, itype, prompts=k),
-                    lambda k: decode_step(arch, accel, w, kv, tp, 1, k, prompt + n / 2).seconds)
+                    lambda k: decode_step(arch, accel, w, kv, tp, 1, k, prompt + n / 2,
+                                          routed_sequences=1 if r.get("identical_prompts") else None).seconds)
                 tps, ttft, itl = waves.output_tokens_per_s, waves.time_to_first_token_s, waves.inter_token_latency_s
             if r.get("itl_definition") == "llmperf-end-to-end":
                 itl = llmperf_itl_s(ttft, itl, n)

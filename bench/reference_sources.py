@@ -39,7 +39,9 @@ INSTANCE_FOR = {"A100-40GB": "p4d.24xlarge", "A100-80GB": "p4de.24xlarge", "H100
 # transformers-neuronx) are predicted by planner/physics/neuron_serving.py (each prompt encoded alone
 # while the batch stalls, issue 25); vLLM on NxD Inference (the engine plans deploy) by the planner's own
 # replica_estimate at the compiled batch and `max_context_tokens`' buckets. `itl_definition:
-# llmperf-end-to-end` marks LLMPerf's ITL (TTFT included).
+# llmperf-end-to-end` marks LLMPerf's ITL (TTFT included). `identical_prompts: true` marks a static batch of copies
+# of one prompt decoded greedily: a MoE batch of them touches one sequence's experts (performance.decode_step
+# routed_sequences).
 NEURON_INSTANCE_FOR = {"Trainium2": "trn2.48xlarge", "Inferentia2": "inf2.48xlarge", "Trainium": "trn1.32xlarge"}
 CHECKPOINTING = {"none": "none", "selective": "selective", "full": "full"}
 ARCH_FIELDS = set(Architecture.model_fields)

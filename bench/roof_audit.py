@@ -8,7 +8,9 @@ KV cache at 100% of the part's peak memory bandwidth, or runs its FLOPs at 100% 
 longer (a sharp roofline, Williams et al., CACM 2009), and the prompts' prefill runs at dense peak. Output
 tokens/s ≤ batch × output tokens ÷ that time. A MoE batch touches E·(1 − (1 − k/E)^b) of its E experts per
 layer (performance.moe_weight_bytes_read: uniform routing, the most experts b tokens touch on average; a skewed
-router touches fewer, so a MoE row above this ceiling is impossible only if its router spreads tokens evenly).
+router touches fewer, so a MoE row above this ceiling is impossible only if its router spreads tokens evenly). A row
+whose harness decodes copies of one prompt greedily (`identical_prompts`: Argonne's TensorRT-LLM runs) routes every
+copy alike and touches one sequence's k experts a layer.
 Rows above their ceiling are listed, not dropped: the fit and leave-one-source-out still see them, and the
 README names them where their class's error is stated.
 """
@@ -52,7 +54,7 @@ def ceiling_tokens_per_s(catalog: Catalog, row: dict) -> float:
     bandwidth = accel.memory_bandwidth_gb_s * 1e9
     peak = accel.peak_flops(compute_precision(weights, accel.supports.fp4))
     flops_per_token = 2 * arch.matmul_params_per_token / tp
-    weight_bytes = moe_weight_bytes_read(arch, weights, batch) / tp
+    weight_bytes = moe_weight_bytes_read(arch, weights, 1 if row.get("identical_prompts") else batch) / tp
     seconds = batch * prompt * flops_per_token / peak
     for step in range(output):
         kv_bytes = batch * kv_bytes_per_sequence(arch, prompt + step, kv) * kv_shard_fraction(arch, tp)

@@ -1,7 +1,8 @@
 """A mixture-of-experts model on a GPU carries the MoE rows' own 80% band where two or more sources measured
 the figure (bench/accuracy.py _model_classes, planner/physics/bands.py ratio_quantiles), and `confidence: likely`
 checks its targets at that band's slow edge. Issue 25: a band holds at least 75% of its rows; the GPU class's
-throughput band held 59% of the MoE rows, whose runs the estimate puts 23% fast and whose sources disagree in sign."""
+throughput band held 59% of the MoE rows while Argonne's TensorRT-LLM batches of copies of one prompt were read as
+independent sequences (sources disagreeing in sign), and holds 80% since; the estimate puts every MoE source fast."""
 
 from __future__ import annotations
 
@@ -31,14 +32,16 @@ def test_the_gpu_band_does_not_hold_the_moe_runs_their_own_band_does(catalog):
     classes = bands()["classes"]
     gpu, moe = classes["gpu/serving tokens/s"], classes["moe/serving tokens/s"]
     assert len(rows) == 44 and len({r.source for r in rows}) == 3
-    assert _inside(rows, gpu["q10"], gpu["q90"]) == pytest.approx(26 / 44)
-    # drawn from the held-out residuals, it holds 34 of the 44 rows at the committed constants (issue 25: >= 75%)
-    assert _inside(rows, moe["q10"], moe["q90"]) == pytest.approx(34 / 44)
+    assert _inside(rows, gpu["q10"], gpu["q90"]) == pytest.approx(35 / 44)  # 26 before identical_prompts
+    # drawn from the held-out residuals, it holds 38 of the 44 rows at the committed constants (issue 25: >= 75%)
+    assert _inside(rows, moe["q10"], moe["q90"]) == pytest.approx(38 / 44)
+    # every MoE source runs slower than estimated: its percentiles' fast edge is below 1, the joined band's is the GPU's
+    assert moe["percentiles"][1] < 1 < gpu["q90"] == moe["q90"]
     # its own percentiles, joined with the GPU band: never narrower than a dense plan's
     assert moe["joined_with"] == "gpu/serving tokens/s" and "widening" not in moe
     assert (moe["q10"], moe["q90"]) == (min(moe["percentiles"][0], gpu["q10"]), max(moe["percentiles"][1], gpu["q90"]))
-    assert moe["q10"] < gpu["q10"] and moe["q90"] > gpu["q90"]
-    # a source left out keeps about half its rows inside the others' percentiles (README's accuracy table says so)
+    assert moe["q10"] < gpu["q10"]
+    # a source left out keeps two thirds of its rows inside the others' percentiles (README's accuracy table says so)
     assert moe["held_out_share"]["percentiles"] < TARGET_COVERAGE
 
 

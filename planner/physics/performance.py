@@ -59,16 +59,19 @@ class DecodeStep:
 
 def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_precision: str,
                 tp: int, pp: int, batch: int, context_tokens: float,
-                ep_nodes: int = 1, itype: InstanceType | None = None) -> DecodeStep:
+                ep_nodes: int = 1, itype: InstanceType | None = None,
+                routed_sequences: int | None = None) -> DecodeStep:
     """One decode step for `batch` sequences at `context_tokens` each (domain.md): per stage, the GEMMs'
     roofline of weight bytes ÷ achieved bandwidth and FLOPs ÷ achieved peak, then attention's of KV bytes ÷
     its bandwidth and FLOPs ÷ achieved peak (each corner rounded: efficiency.roofline_s), + TP all-reduces; a
     token passes
     every stage in turn. With expert parallelism over `ep_nodes` nodes (planner/physics/expert_parallel.py)
     a device reads 1/ep_nodes of the touched experts, a node attends for its share of the batch, and
-    each MoE layer adds a dispatch and a combine all-to-all across the nodes."""
+    each MoE layer adds a dispatch and a combine all-to-all across the nodes. `routed_sequences` is how many of the
+    sequences route their tokens independently (None: all of them); copies of one prompt decoded greedily route
+    alike, so a batch of them touches one sequence's experts."""
     padding = attention_padding_params(arch, tp) * BYTES_PER_PARAM[precision]
-    read = moe_weight_bytes_read(arch, precision, batch)
+    read = moe_weight_bytes_read(arch, precision, batch if routed_sequences is None else min(batch, routed_sequences))
     local = tokens_per_node(batch, ep_nodes)
     if ep_nodes > 1:
         touched_experts = read - (streamed_weight_bytes(arch, precision) - routed_expert_bytes(arch, precision))
