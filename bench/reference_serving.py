@@ -74,6 +74,12 @@ def _usable(source_id: str) -> tuple[dict, ...]:
     return tuple(r for r in sources()[source_id]["rows"] if "prompt_tokens" in r and serving_why_not(r) is None)
 
 
+def routed_batch(row: dict, batch: int) -> int:
+    """Sequences of a batch that route their tokens independently: one where the harness decodes copies of one prompt
+    greedily (`identical_prompts`: every copy picks the same experts), else all of them."""
+    return 1 if row.get("identical_prompts") else batch
+
+
 def serving_kv(row: dict) -> str:
     """The row's KV cache precision as the planner names it: FP8 where published, 16-bit otherwise."""
     return "fp8" if str(row.get("kv_precision")).startswith("fp8") else "bf16"
@@ -156,7 +162,7 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
                     b, resident_sequences(arch, accel, w, kv, tp, prompt + n // 2), n,
                     lambda k: efficiency.request_overhead_s(accel) + prefill_s(arch, accel, w, tp, 1, prompt, itype, prompts=k),
                     lambda k: decode_step(arch, accel, w, kv, tp, 1, k, prompt + n / 2,
-                                          routed_sequences=1 if r.get("identical_prompts") else None).seconds)
+                                          routed_sequences=routed_batch(r, k)).seconds)
                 tps, ttft, itl = waves.output_tokens_per_s, waves.time_to_first_token_s, waves.inter_token_latency_s
             if r.get("itl_definition") == "llmperf-end-to-end":
                 itl = llmperf_itl_s(ttft, itl, n)

@@ -24,7 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.offline_rows import is_trtllm_bench  # noqa: E402
-from bench.reference_serving import in_model_tokens, serving_kv, serving_weights, serving_why_not  # noqa: E402
+from bench.reference_serving import (in_model_tokens, routed_batch, serving_kv, serving_weights,  # noqa: E402
+                                     serving_why_not)
 from bench.reference_sources import INSTANCE_FOR, row_accelerator, row_architecture, sources  # noqa: E402
 from planner.hardware.catalog import Catalog, bundled  # noqa: E402
 from planner.hardware.units import compute_precision  # noqa: E402
@@ -54,7 +55,7 @@ def ceiling_tokens_per_s(catalog: Catalog, row: dict) -> float:
     bandwidth = accel.memory_bandwidth_gb_s * 1e9
     peak = accel.peak_flops(compute_precision(weights, accel.supports.fp4))
     flops_per_token = 2 * arch.matmul_params_per_token / tp
-    weight_bytes = moe_weight_bytes_read(arch, weights, 1 if row.get("identical_prompts") else batch) / tp
+    weight_bytes = moe_weight_bytes_read(arch, weights, routed_batch(row, batch)) / tp
     seconds = batch * prompt * flops_per_token / peak
     for step in range(output):
         kv_bytes = batch * kv_bytes_per_sequence(arch, prompt + step, kv) * kv_shard_fraction(arch, tp)
