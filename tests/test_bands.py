@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from planner.physics.bands import ratio_quantiles, slow_factor
+from planner.physics.bands import ratio_quantiles, slow_edge, slow_factor
 from planner.workload.errors import SpecError
 from planner.report.markdown import performance_lines
 from planner.pipeline import plan_workload
@@ -67,15 +67,15 @@ def test_likely_deadline_holds_at_the_slow_edge(catalog):
 
 
 def test_likely_latency_target_buys_headroom_the_estimate_does_not(catalog):
-    ttft_ms = plan_workload(workload(**SERVE), catalog).performance.time_to_first_token_s * 1e3
-    slow = slow_factor("gpu", "TTFT", "likely")
-    assert slow > 1.05
-    target = ttft_ms * (1 + slow) / 2
+    ttft_s = plan_workload(workload(**SERVE), catalog).performance.time_to_first_token_s
+    slow_ms = slow_edge("gpu", "TTFT", "likely", ttft_s) * 1e3
+    assert slow_ms > ttft_s * 1e3 * 1.05
+    target = (ttft_s * 1e3 + slow_ms) / 2
     expected = plan_workload(workload(**_with(SERVE, "serving", max_time_to_first_token_ms=target)), catalog)
     likely = plan_workload(workload(**_with(_with(SERVE, "serving", max_time_to_first_token_ms=target),
                                             "constraints", confidence="likely")), catalog)
     assert expected.performance.time_to_first_token_s * 1e3 <= target
-    assert likely.performance.time_to_first_token_s * 1e3 * slow <= target
+    assert slow_edge("gpu", "TTFT", "likely", likely.performance.time_to_first_token_s) * 1e3 <= target
     assert likely.choice.nodes > expected.choice.nodes
     assert likely.performance.decided_at.startswith("slow edge")
 

@@ -7,7 +7,8 @@ metric; a GPU mixture-of-experts model's rows as a class of their own where two 
 with the rows, sources and date it used, widened about its centre until the band drawn without a source
 holds 80% of that source's rows (bench/accuracy.py band_classes: sources differ more than rows of one
 source do). A prediction p of that class then lies in [p · q10, p · q90] for 80% of the runs of a source
-it never saw; a time derived from a throughput inverts it.
+it never saw; a time derived from a throughput inverts it. A first-token class may carry `offset_s`, a fixed
+request-path cost the estimate leaves out (bench/accuracy.py OFFSET_METRICS): its band is (p + offset) · [q10, q90].
 `constraints.confidence: likely` checks deadlines and latency targets at the band's slow edge.
 """
 
@@ -51,8 +52,15 @@ def _training_metric(platform: str) -> str:
     return "training sequences/s" if platform == "neuron" else "training TFLOP/s"
 
 
-def _edge(value: float, q: tuple[float, float], how: str) -> list[float]:
-    low, high = (value * q[0], value * q[1]) if how == "direct" else (value / q[1], value / q[0])
+def offset_s(platform: str, metric: str, moe: bool = False) -> float:
+    """The class's fixed request-path allowance in seconds (0 where its band has none)."""
+    classes = bands()["classes"]
+    entry = (moe and platform == "gpu" and classes.get(f"moe/{metric}")) or classes.get(f"{platform}/{metric}") or {}
+    return entry.get("offset_s", 0.0)
+
+
+def _edge(value: float, q: tuple[float, float], how: str, offset: float = 0.0) -> list[float]:
+    low, high = ((value + offset) * q[0], (value + offset) * q[1]) if how == "direct" else (value / q[1], value / q[0])
     return [low, high]
 
 
@@ -71,7 +79,7 @@ def performance_band(platform: str, kind: str, fields: dict[str, float | None],
             continue
         q = ratio_quantiles(platform, metric, moe)
         if q:
-            out[name] = _edge(value, q, how)
+            out[name] = _edge(value, q, how, offset_s(platform, metric, moe))
     return out
 
 
@@ -88,6 +96,15 @@ def memory_fit_factor(platform: str, confidence: str) -> float:
         return 1.0
     q = ratio_quantiles(platform, MEMORY_METRIC)
     return max(1.0, q[1]) if q else 1.0
+
+
+def slow_edge(platform: str, metric: str, confidence: str, value: float, moe: bool = False) -> float:
+    """A predicted latency in seconds at the band's slow edge: (value + offset) · q90 under `likely`, never below the
+    estimate (slow_factor); the estimate itself under `expected`. Rises with `value`, so the search's fewest nodes
+    that meet a target stay the fewest."""
+    if confidence == "expected":
+        return value
+    return max(value, (value + offset_s(platform, metric, moe)) * slow_factor(platform, metric, confidence, moe))
 
 
 def slow_factor(platform: str, metric: str, confidence: str, moe: bool = False) -> float:

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, replace
 
 from planner.physics import attention_dp
-from planner.physics.bands import slow_factor
+from planner.physics.bands import slow_edge, slow_factor
 from planner.search.candidates import Candidate, Miss, memory_miss, pinned_tp_miss, tensor_parallel_options
 from planner.hardware.catalog import Accelerator, InstanceType
 from planner.search.kv_sizing import serving_kv_tokens
@@ -211,7 +211,7 @@ class _Replica:
         return ((s.target_output_tokens_per_s is None or aggregate_tokens_per_s(spread, self.estimate, self.neuron)
                  / slow["serving tokens/s"] >= s.target_output_tokens_per_s)
                 and (s.max_time_to_first_token_ms is None
-                     or e.time_to_first_token_s * 1e3 * slow["TTFT"] <= s.max_time_to_first_token_ms)
+                     or _slow_ttft_s(self.w, self.neuron, e) * 1e3 <= s.max_time_to_first_token_ms)
                 and (s.max_inter_token_latency_ms is None
                      or e.inter_token_latency_s * 1e3 * slow["ITL"] <= s.max_inter_token_latency_ms))
 
@@ -299,13 +299,19 @@ def _slow_factors(w: Workload, neuron: bool) -> dict[str, float]:
             for m in ("serving tokens/s", "TTFT", "ITL")}
 
 
+def _slow_ttft_s(w: Workload, neuron: bool, e: ServingEstimate) -> float:
+    """The first token at the band's slow edge, its request-path offset included (bands.slow_edge)."""
+    return slow_edge("neuron" if neuron else "gpu", "TTFT", w.constraints.confidence, e.time_to_first_token_s,
+                     moe=w.architecture.is_moe)
+
+
 def _target_miss(w: Workload, e: ServingEstimate, aggregate: float, nodes: int, tp: int, pp: int,
                  neuron: bool = False) -> Miss:
     s = w.serving
     slow = _slow_factors(w, neuron)
     edge = " (likely: the 80% band's slow edge)" if w.constraints.confidence == "likely" else ""
     at = f"at {nodes} node(s), TP {tp} × PP {pp}{edge}"
-    got = e.time_to_first_token_s * 1e3 * slow["TTFT"]
+    got = _slow_ttft_s(w, neuron, e) * 1e3
     if s.max_time_to_first_token_ms and got > s.max_time_to_first_token_ms:
         return Miss(f"time to first token {got:.0f} ms > target {s.max_time_to_first_token_ms:g} ms {at}",
                     got / s.max_time_to_first_token_ms, stage=2)
