@@ -43,9 +43,13 @@ def ratio_quantiles(platform: str, metric: str, moe: bool = False) -> tuple[floa
     model on a GPU takes the MoE rows' own class where one is stored (two or more sources: bench/accuracy.py
     MODEL_CLASS_MIN_SOURCES): routing, expert GEMMs and all-to-all miss in ways dense rows never show (its
     throughput rows sit 23% fast, and the GPU class's band held 59% of them)."""
-    classes = bands()["classes"]
-    entry = (moe and platform == "gpu" and classes.get(f"moe/{metric}")) or classes.get(f"{platform}/{metric}")
+    entry = _entry(platform, metric, moe)
     return (entry["q10"], entry["q90"]) if entry else None
+
+
+def _entry(platform: str, metric: str, moe: bool) -> dict | None:
+    classes = bands()["classes"]
+    return (moe and platform == "gpu" and classes.get(f"moe/{metric}")) or classes.get(f"{platform}/{metric}")
 
 
 def _training_metric(platform: str) -> str:
@@ -54,9 +58,7 @@ def _training_metric(platform: str) -> str:
 
 def offset_s(platform: str, metric: str, moe: bool = False) -> float:
     """The class's fixed request-path allowance in seconds (0 where its band has none)."""
-    classes = bands()["classes"]
-    entry = (moe and platform == "gpu" and classes.get(f"moe/{metric}")) or classes.get(f"{platform}/{metric}") or {}
-    return entry.get("offset_s", 0.0)
+    return (_entry(platform, metric, moe) or {}).get("offset_s", 0.0)
 
 
 def _edge(value: float, q: tuple[float, float], how: str, offset: float = 0.0) -> list[float]:
