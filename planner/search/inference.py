@@ -207,13 +207,15 @@ class _Replica:
         s = self.w.serving
         spread = self.spread_at(n)
         e = self.estimate(spread.peak)  # the busiest replica sets the latencies
-        slow = _slow_factors(self.w, self.neuron)
-        return ((s.target_output_tokens_per_s is None or aggregate_tokens_per_s(spread, self.estimate, self.neuron)
-                 / slow["serving tokens/s"] >= s.target_output_tokens_per_s)
+        w, neuron = self.w, self.neuron
+        return ((s.target_output_tokens_per_s is None or aggregate_tokens_per_s(spread, self.estimate, neuron)
+                 / _slow_throughput_factor(w, neuron) >= s.target_output_tokens_per_s)
                 and (s.max_time_to_first_token_ms is None
-                     or _slow_ttft_s(self.w, self.neuron, e) * 1e3 <= s.max_time_to_first_token_ms)
+                     or _slow_latency_s(w, neuron, "TTFT", e.time_to_first_token_s) * 1e3
+                     <= s.max_time_to_first_token_ms)
                 and (s.max_inter_token_latency_ms is None
-                     or e.inter_token_latency_s * 1e3 * slow["ITL"] <= s.max_inter_token_latency_ms))
+                     or _slow_latency_s(w, neuron, "ITL", e.inter_token_latency_s) * 1e3
+                     <= s.max_inter_token_latency_ms))
 
     def units_for(self, replicas: int) -> int:
         """Nodes (in units of `step`) that hold this many replicas."""
@@ -292,33 +294,31 @@ def _spans(w: Workload, tp: int, apn: int, spans_nodes: bool) -> list[tuple[int,
     return [(pp, 1) for pp in range(1, MAX_SERVING_PIPELINE + 1)]
 
 
-def _slow_factors(w: Workload, neuron: bool) -> dict[str, float]:
-    """The band's slow edge over the estimate per serving metric (1 under confidence: expected)."""
-    platform = "neuron" if neuron else "gpu"
-    return {m: slow_factor(platform, m, w.constraints.confidence, moe=w.architecture.is_moe)
-            for m in ("serving tokens/s", "TTFT", "ITL")}
+def _slow_throughput_factor(w: Workload, neuron: bool) -> float:
+    """The throughput band's slow edge over the estimate (1 under confidence: expected)."""
+    return slow_factor("neuron" if neuron else "gpu", "serving tokens/s", w.constraints.confidence,
+                       moe=w.architecture.is_moe)
 
 
-def _slow_ttft_s(w: Workload, neuron: bool, e: ServingEstimate) -> float:
-    """The first token at the band's slow edge, its request-path offset included (bands.slow_edge)."""
-    return slow_edge("neuron" if neuron else "gpu", "TTFT", w.constraints.confidence, e.time_to_first_token_s,
+def _slow_latency_s(w: Workload, neuron: bool, metric: str, value_s: float) -> float:
+    """A latency (TTFT or ITL) at its band's slow edge, a class's request-path offset included (bands.slow_edge)."""
+    return slow_edge("neuron" if neuron else "gpu", metric, w.constraints.confidence, value_s,
                      moe=w.architecture.is_moe)
 
 
 def _target_miss(w: Workload, e: ServingEstimate, aggregate: float, nodes: int, tp: int, pp: int,
                  neuron: bool = False) -> Miss:
     s = w.serving
-    slow = _slow_factors(w, neuron)
     edge = " (likely: the 80% band's slow edge)" if w.constraints.confidence == "likely" else ""
     at = f"at {nodes} node(s), TP {tp} × PP {pp}{edge}"
-    got = _slow_ttft_s(w, neuron, e) * 1e3
+    got = _slow_latency_s(w, neuron, "TTFT", e.time_to_first_token_s) * 1e3
     if s.max_time_to_first_token_ms and got > s.max_time_to_first_token_ms:
         return Miss(f"time to first token {got:.0f} ms > target {s.max_time_to_first_token_ms:g} ms {at}",
                     got / s.max_time_to_first_token_ms, stage=2)
-    got = e.inter_token_latency_s * 1e3 * slow["ITL"]
+    got = _slow_latency_s(w, neuron, "ITL", e.inter_token_latency_s) * 1e3
     if s.max_inter_token_latency_ms and got > s.max_inter_token_latency_ms:
         return Miss(f"inter-token latency {got:.1f} ms > target {s.max_inter_token_latency_ms:g} ms {at}",
                     got / s.max_inter_token_latency_ms, stage=2)
-    aggregate /= slow["serving tokens/s"]
+    aggregate /= _slow_throughput_factor(w, neuron)
     return Miss(f"{aggregate:,.0f} output tokens/s < target {s.target_output_tokens_per_s:,.0f} {at} "
                 f"with {s.concurrent_requests} requests in flight", s.target_output_tokens_per_s / aggregate, stage=2)
