@@ -2,7 +2,9 @@
 the figure (bench/accuracy.py _model_classes, planner/physics/bands.py ratio_quantiles), and `confidence: likely`
 checks its targets at that band's slow edge. Issue 25: a band holds at least 75% of its rows; the GPU class's
 throughput band held 59% of the MoE rows while Argonne's TensorRT-LLM batches of copies of one prompt were read as
-independent sequences (sources disagreeing in sign), and holds 80% since; the estimate puts every MoE source fast."""
+independent sequences (sources disagreeing in sign), 80% once they were read as copies with the estimate putting every
+MoE source fast, and 84% since decode pays the routed experts' grouped GEMMs (test_moe_expert_gemms.py): the MoE
+rows straddle the estimate now, and their band's fast edge is wider than a dense plan's, its slow edge the same."""
 
 from __future__ import annotations
 
@@ -27,21 +29,23 @@ def _inside(rows: list[Row], q10: float, q90: float) -> float:
     return sum(q10 <= r.measured / r.predicted <= q90 for r in rows) / len(rows)
 
 
-def test_the_gpu_band_does_not_hold_the_moe_runs_their_own_band_does(catalog):
+def test_the_moe_band_holds_the_moe_runs_and_is_never_narrower_than_the_gpu_one(catalog):
     rows = [r for r in all_rows(catalog) if r.moe and r.metric == "serving tokens/s"]
     classes = bands()["classes"]
     gpu, moe = classes["gpu/serving tokens/s"], classes["moe/serving tokens/s"]
     assert len(rows) == 44 and len({r.source for r in rows}) == 3
-    assert _inside(rows, gpu["q10"], gpu["q90"]) == pytest.approx(35 / 44)  # 26 before identical_prompts
-    # drawn from the held-out residuals, it holds 38 of the 44 rows at the committed constants (issue 25: >= 75%)
-    assert _inside(rows, moe["q10"], moe["q90"]) == pytest.approx(38 / 44)
-    # every MoE source runs slower than estimated: its percentiles' fast edge is below 1, the joined band's is the GPU's
-    assert moe["percentiles"][1] < 1 < gpu["q90"] == moe["q90"]
+    # 26 before identical_prompts, 35 before the routed experts' grouped GEMMs
+    assert _inside(rows, gpu["q10"], gpu["q90"]) == pytest.approx(37 / 44)
+    # drawn from the held-out residuals, it holds 39 of the 44 rows at the committed constants (issue 25: >= 75%)
+    assert _inside(rows, moe["q10"], moe["q90"]) == pytest.approx(39 / 44)
+    # the MoE rows straddle the estimate: some run faster than it (TensorRT-LLM's offline Mixtral-8x22B up to x1.41)
+    assert moe["percentiles"][0] < 1 < moe["percentiles"][1]
     # its own percentiles, joined with the GPU band: never narrower than a dense plan's
     assert moe["joined_with"] == "gpu/serving tokens/s" and "widening" not in moe
     assert (moe["q10"], moe["q90"]) == (min(moe["percentiles"][0], gpu["q10"]), max(moe["percentiles"][1], gpu["q90"]))
-    assert moe["q10"] < gpu["q10"]
-    # a source left out keeps two thirds of its rows inside the others' percentiles (README's accuracy table says so)
+    assert moe["q10"] == gpu["q10"] and moe["q90"] > gpu["q90"]
+    # a source left out keeps 77% of its rows inside the others' percentiles (README's accuracy table says so)
+    assert moe["held_out_share"]["percentiles"] == pytest.approx(34 / 44, abs=1e-4)
     assert moe["held_out_share"]["percentiles"] < TARGET_COVERAGE
 
 
@@ -76,17 +80,19 @@ def test_a_moe_plan_carries_the_moe_band_and_the_gpu_one_where_moe_has_none(cata
 
 
 def test_likely_checks_a_moe_throughput_target_at_the_moe_slow_edge(catalog):
-    """A target the GPU band's slow edge would pass but the MoE band's misses: `likely` buys another replica."""
+    """A target the estimate meets but the MoE band's slow edge misses: `likely` buys another replica. The MoE rows'
+    own slow percentile (x0.89) sits inside the GPU band's, so that edge is the GPU's (x1.30)."""
     expected = plan_workload(workload(**MIXTRAL), catalog)
     aggregate = expected.performance.output_tokens_per_s
-    slow_gpu = slow_factor("gpu", "serving tokens/s", "likely")
     slow_moe = slow_factor("gpu", "serving tokens/s", "likely", moe=True)
-    assert slow_moe > slow_gpu > 1
-    target = aggregate / ((slow_gpu + slow_moe) / 2)
+    q10, _ = ratio_quantiles("gpu", "serving tokens/s", moe=True)
+    assert slow_moe == pytest.approx(1 / q10) and slow_moe == slow_factor("gpu", "serving tokens/s", "likely")
+    assert slow_moe == pytest.approx(1.297, abs=0.001)
+    target = aggregate / ((1 + slow_moe) / 2)
     spec = {**MIXTRAL, "serving": {**MIXTRAL["serving"], "target_output_tokens_per_s": target},
             "constraints": {**MIXTRAL["constraints"], "confidence": "likely"}}
     likely = plan_workload(workload(**spec), catalog)
-    assert aggregate / slow_gpu >= target > aggregate / slow_moe
+    assert aggregate >= target > aggregate / slow_moe
     assert likely.performance.output_tokens_per_s / slow_moe >= target
     assert likely.layout.replicas > expected.layout.replicas
     assert likely.performance.decided_at.startswith("slow edge")

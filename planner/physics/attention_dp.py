@@ -114,8 +114,10 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     """One decode step of a replica of `ranks` attention ranks at `batch` sequences (performance.decode_step's
     roofline at TP 1): the busiest rank reads the weights outside the routed experts whole, 1/ranks of the
     experts the whole batch touches and its own sequences' latent caches; its FLOPs are its tokens' (the
-    experts' work on all tokens spread evenly); no TP all-reduce, a dispatch and a combine per MoE layer."""
-    from planner.physics.performance import DecodeStep, moe_weight_bytes_read
+    experts' work on all tokens spread evenly, their grouped GEMMs at their own share as in performance.decode_step);
+    no TP all-reduce, a dispatch and a combine per MoE layer."""
+    from planner.physics.performance import (DecodeStep, grouped_expert_gemm_s, grouped_expert_params,
+                                             moe_weight_bytes_read)
 
     local = rank_sequences(batch, ranks)
     read = moe_weight_bytes_read(arch, precision, batch)
@@ -125,15 +127,17 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     stream_s = weights / efficiency.effective_bandwidth(accel, precision) + kv / efficiency.kv_bandwidth(accel)
     elementwise = elementwise_s(arch, 1, accel, local)
     linear_precision = compute_precision(precision, accel.supports.fp4)
-    compute_s = (local * 2 * arch.matmul_params_per_token / (accel.peak_flops(linear_precision)
-                                                      * efficiency.decode_gemm_efficiency(accel, linear_precision))
+    dense_params = arch.matmul_params_per_token - grouped_expert_params(arch, accel)
+    expert_s = grouped_expert_gemm_s(arch, accel, linear_precision, batch / ranks)
+    compute_s = (local * 2 * dense_params / (accel.peak_flops(linear_precision)
+                                             * efficiency.decode_gemm_efficiency(accel, linear_precision))
                  + local * mla_decode_attention_flops(arch, context_tokens)
                  / (accel.peak_flops(attention_precision(linear_precision))
                     * efficiency.decode_attention_efficiency(accel)))
     comm_s = all_to_all_s(arch, batch, ranks, itype, accel)
     overhead_s = efficiency.decode_overhead_s(accel, 1, arch.layers)
-    step_s = efficiency.roofline_s(accel, stream_s, compute_s) + elementwise + comm_s + overhead_s
-    return DecodeStep(step_s, stream_s + elementwise, compute_s, comm_s, overhead_s)
+    step_s = efficiency.roofline_s(accel, stream_s, compute_s) + expert_s + elementwise + comm_s + overhead_s
+    return DecodeStep(step_s, stream_s + elementwise, compute_s + expert_s, comm_s, overhead_s)
 
 
 def prefill_s(arch: Architecture, accel: Accelerator, precision: str, ranks: int, prompt_tokens: int,
@@ -143,7 +147,7 @@ def prefill_s(arch: Architecture, accel: Accelerator, precision: str, ranks: int
     are spread over the ranks (every rank serves the others' tokens likewise), and its tokens cross the
     all-to-all."""
     new_tokens = prompt_tokens - cached_tokens
-    routed_active = arch.params * expert_parallel.routed_expert_share(arch) * arch.active_experts / max(1, arch.experts)
+    routed_active = expert_parallel.routed_active_params(arch)
     linear_flops = 2 * new_tokens * (arch.matmul_params_per_token - routed_active * (1 - 1 / ranks))
     attention_flops = 2 * arch.layers * (prompt_tokens**2 - cached_tokens**2) * arch.attention_heads * arch.head_dim
     compute = prefill_compute_s(arch, accel, precision, 1, new_tokens, linear_flops, attention_flops)

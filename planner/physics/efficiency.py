@@ -132,6 +132,15 @@ DECODE_GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.59, "9": 0.63}
 # |error| 6.5%); p = 3 puts the median within 4.0%, signed -1% (2.5: 4.7%, 4: 5.3%; bench/kernel_check.py
 # ridge_errors). Neuron compiles its own schedule: sharp there.
 ROOFLINE_SHARPNESS = 3.0
+# Share of the linear precision's peak FLOP/s that a decode step's routed-expert GEMMs sustain, on top of (not under)
+# their weight stream (planner/physics/performance.py decode_step). A MoE decode step runs each expert as a grouped
+# GEMM of b·k/E rows (vLLM's Triton fused_moe, TensorRT-LLM's MoE plugin), and its time grows with the batch after
+# every expert's weights are already read. Measured, not fitted on any reference row: vLLM PR #4002's
+# benchmark_latency runs of Mixtral-8x22B on A100-80GB at TP 4 and TP 8, the latency's growth from batch 8 to 16 and
+# 32 (bench/moe_kernel_check.py: within 8% at 0.22, 29-60% short without it). Checked on PR #3240 (Mixtral-8x7B, TP 2,
+# A100) and PR #2542 (TP 8, H100), which took no part: growth from batch 8 to 64 short by 18-61% at 0.22, 26-62%
+# without (median 39.6% against 44.7%); what else grows with their 1,000-token prompts is not explained.
+MOE_GROUPED_GEMM_EFFICIENCY = 0.22
 # FP8 prefill's share relative to BF16 prefill's: the FP8 factor of the same fit (9957dbc), for the same reason; in
 # training the FP8 share now stops at the measured FP8 roof, so the training rows no longer inform a prefill factor.
 PREFILL_FP8_GEMM_EFFICIENCY_FACTOR = 1.14

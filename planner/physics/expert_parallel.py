@@ -33,6 +33,13 @@ def routed_expert_share(arch: Architecture) -> float:
     return min(1.0, (arch.params - arch.params_per_token) / (arch.params * (1 - k / routed)))
 
 
+def routed_active_params(arch: Architecture) -> float:
+    """Routed-expert parameters one token multiplies: k of the E routed experts (0 for a dense model)."""
+    if not arch.is_moe:
+        return 0.0
+    return arch.params * routed_expert_share(arch) * arch.active_experts / arch.experts
+
+
 def routed_expert_bytes(arch: Architecture, precision: str) -> float:
     """Bytes of the routed experts (see routed_expert_share)."""
     return weight_bytes(arch, precision) * routed_expert_share(arch)

@@ -15,7 +15,7 @@ from planner.hardware.catalog import Accelerator, InstanceType
 from planner.physics.closed_loop import prefill_wait_s
 from planner.physics.collectives import inter_node_bytes_per_s, intra_node_bytes_per_s, intra_node_ring_s
 from planner.physics.elementwise import elementwise_s
-from planner.physics.expert_parallel import all_to_all_s, routed_expert_bytes, tokens_per_node
+from planner.physics.expert_parallel import all_to_all_s, routed_active_params, routed_expert_bytes, tokens_per_node
 from planner.physics.memory import (attention_padding_params, kv_bytes_per_sequence, kv_shard_fraction,
                                     lookup_weight_bytes, sharded_weight_bytes, streamed_weight_bytes, weight_bytes)
 from planner.workload.presets import Architecture
@@ -40,6 +40,20 @@ def moe_weight_bytes_read(arch: Architecture, precision: str, batch: int) -> flo
     expert_bytes = weight_bytes(arch, precision) * min(1.0, expert_share)
     touched = routed * (1 - (1 - k / routed) ** batch)
     return total - expert_bytes + expert_bytes * touched / routed
+
+
+def grouped_expert_params(arch: Architecture, accel: Accelerator) -> float:
+    """Parameters a decode token multiplies in the routed experts' grouped GEMMs (k of the E routed experts): on a GPU
+    they run at their own share (grouped_expert_gemm_s), not the decode GEMM share. A Neuron graph is compiled for its
+    batch and keeps them with the rest: 0 there, and for a dense model."""
+    return 0.0 if accel.is_neuron else routed_active_params(arch)
+
+
+def grouped_expert_gemm_s(arch: Architecture, accel: Accelerator, linear_precision: str, tokens: float) -> float:
+    """Seconds of the routed experts' grouped GEMMs for `tokens` decode tokens' share on one device: 2 FLOPs per
+    parameter at efficiency.MOE_GROUPED_GEMM_EFFICIENCY of peak, on top of (not under) the experts' weight stream."""
+    return tokens * 2 * grouped_expert_params(arch, accel) / (
+        accel.peak_flops(linear_precision) * efficiency.MOE_GROUPED_GEMM_EFFICIENCY)
 
 
 @dataclass(frozen=True)
@@ -81,13 +95,15 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     weights_s, kv_s = weights / efficiency.effective_bandwidth(accel, precision), kv / efficiency.kv_bandwidth(accel)
     attention_flops = 4 * arch.layers * arch.attention_heads * arch.head_dim * context_tokens
     linear_precision = compute_precision(precision, accel.supports.fp4)
-    gemm_s = batch * 2 * arch.matmul_params_per_token / (tp * pp * ep_nodes) / (
+    grouped = grouped_expert_params(arch, accel)
+    expert_s = grouped_expert_gemm_s(arch, accel, linear_precision, batch / (tp * pp * ep_nodes))
+    gemm_s = batch * 2 * (arch.matmul_params_per_token - grouped) / (tp * pp * ep_nodes) / (
         accel.peak_flops(linear_precision) * efficiency.decode_gemm_efficiency(accel, linear_precision))
     attention_peak = accel.peak_flops(attention_precision(linear_precision)) or accel.peak_flops(linear_precision)
     attention_s = (batch * attention_flops / (tp * pp * ep_nodes)
                    / (attention_peak * efficiency.decode_attention_efficiency(accel)))
     elementwise = elementwise_s(arch, tp, accel, local) / pp
-    memory_s, compute_s = weights_s + kv_s + elementwise, gemm_s + attention_s
+    memory_s, compute_s = weights_s + kv_s + elementwise, gemm_s + attention_s + expert_s
     activation = local * arch.hidden_size * 2
     comm_s = 2 * arch.layers / pp * intra_node_ring_s(activation, tp, accel) if tp > 1 else 0.0
     if ep_nodes > 1 and itype is not None:
@@ -99,7 +115,7 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     # reaches neither roof) and the step is their sum. At large batch the GEMMs
     # turn compute-bound while attention stays KV-bound: one max over the totals would overlap them.
     stage_s = (efficiency.roofline_s(accel, weights_s, gemm_s) + efficiency.roofline_s(accel, kv_s, attention_s)
-               + elementwise + comm_s + overhead_s)
+               + expert_s + elementwise + comm_s + overhead_s)
     return DecodeStep(stage_s * pp, memory_s * pp, compute_s * pp, comm_s * pp, overhead_s * pp)
 
 

@@ -1,0 +1,142 @@
+"""The routed-expert GEMM share of MoE decode (efficiency.MOE_GROUPED_GEMM_EFFICIENCY), measured on published vLLM
+benchmark_latency runs of Mixtral at growing batch (bench/data/moe_kernels/), none of them a reference row.
+
+    python bench/moe_kernel_check.py          # the measured share, the committed one, and the check runs
+
+Why growth: benchmark_latency times one static batch, prefill and `output_len` decode steps. From the smallest batch
+of a run (8 sequences: Mixtral's top-2 of 8 experts already touches 7.2 experts per layer, so nearly every weight is
+read) to 16 and 32, the weight stream barely grows and the dense GEMMs stay memory-bound; what grows is the
+routed-expert grouped GEMMs' work, b·k/E rows per expert. The latency's growth cancels every fixed cost of the run
+(launches, sampling, the engine's loop), so it measures the share without the constants fitted on reference rows.
+The share is the one that puts the predicted growth nearest the measured (least squares in log) over the `fit` runs;
+the `check` runs took no part.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from planner.hardware.catalog import Catalog, bundled  # noqa: E402
+from planner.physics import efficiency  # noqa: E402
+from planner.physics.performance import decode_step, prefill_s  # noqa: E402
+from planner.workload.presets import presets  # noqa: E402
+
+RUNS = Path(__file__).resolve().parent / "data" / "moe_kernels" / "vllm-mixtral-batch-latency.yaml"
+# Candidate shares, 0.05 to 1.00 by 0.01; "no extra cost" is the share going to infinity (NO_EXPERT_COST).
+GRID = [round(0.05 + 0.01 * i, 2) for i in range(96)]
+NO_EXPERT_COST = math.inf
+# A run's growth is counted from its smallest batch that touches this share of the routed experts per layer
+# (1 - (1 - k/E)^b: Mixtral's top-2 of 8 at batch 8 touches 90%), so the weight stream hardly grows beyond it.
+TOUCHED_SHARE = 0.9
+
+
+@dataclass(frozen=True)
+class Growth:
+    run: str
+    use: str
+    batch: int
+    measured_s: float
+    predicted_s: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted_s / self.measured_s - 1
+
+
+def runs(path: Path = RUNS) -> list[dict]:
+    return yaml.safe_load(path.read_text())["runs"]
+
+
+@contextmanager
+def share(value: float) -> Iterator[None]:
+    """MOE_GROUPED_GEMM_EFFICIENCY set to `value` inside the block."""
+    saved = efficiency.MOE_GROUPED_GEMM_EFFICIENCY
+    efficiency.MOE_GROUPED_GEMM_EFFICIENCY = value
+    try:
+        yield
+    finally:
+        efficiency.MOE_GROUPED_GEMM_EFFICIENCY = saved
+
+
+def latency_s(catalog: Catalog, run: dict, batch: int) -> float:
+    """benchmark_latency's wall time as the planner sees it: the batch's prefill, then output_len decode steps, each at
+    the mean context of the run (a step is linear in context through the KV read and attention, so the mean step is
+    the step at the mean context)."""
+    arch = presets()[run["model"]]
+    itype = catalog.instance(run["instance"])
+    accel = catalog.accelerator(itype.accelerator)
+    prompt, output = run["prompt_tokens"], run["output_tokens"]
+    first = prefill_s(arch, accel, run["precision"], run["tp"], 1, prompt, itype=itype, prompts=batch)
+    step = decode_step(arch, accel, run["precision"], "bf16", run["tp"], 1, batch, prompt + output / 2, itype=itype)
+    return first + output * step.seconds
+
+
+def base_batch(run: dict) -> int:
+    """The run's smallest batch that touches TOUCHED_SHARE of the routed experts: the growth is counted from it."""
+    arch = presets()[run["model"]]
+    touched = [b for b in sorted(run["latency_s"])
+               if round(1 - (1 - arch.active_experts / arch.experts) ** b, 2) >= TOUCHED_SHARE]
+    return touched[0]
+
+
+def growths(catalog: Catalog, value: float, use: str | None = None) -> list[Growth]:
+    """Each run's latency growth from its base batch to every larger one, measured and predicted at `value`."""
+    out = []
+    with share(value):
+        for run in runs():
+            if use is not None and run["use"] != use:
+                continue
+            smallest = base_batch(run)
+            batches = [b for b in sorted(run["latency_s"]) if b >= smallest]
+            base = latency_s(catalog, run, smallest)
+            name = f"{run['model']} TP {run['tp']} ({smallest}->b)"
+            out.extend(Growth(name, run["use"], b, run["latency_s"][b] - run["latency_s"][smallest],
+                              latency_s(catalog, run, b) - base) for b in batches[1:])
+    return out
+
+
+def _log_loss(rows: list[Growth]) -> float:
+    return sum(math.log(r.predicted_s / r.measured_s) ** 2 for r in rows)
+
+
+def measured_share(catalog: Catalog) -> float:
+    """The grid's share whose predicted growth is nearest the `fit` runs' measured growth."""
+    return min(GRID, key=lambda v: _log_loss(growths(catalog, v, "fit")))
+
+
+def median_abs_error(rows: list[Growth]) -> float:
+    errors = sorted(abs(r.error) for r in rows)
+    middle = len(errors) // 2
+    return errors[middle] if len(errors) % 2 else (errors[middle - 1] + errors[middle]) / 2
+
+
+def report(catalog: Catalog) -> list[str]:
+    measured = measured_share(catalog)
+    lines = [f"routed-expert GEMM share: measured {measured:.2f} on the fit runs, committed "
+             f"{efficiency.MOE_GROUPED_GEMM_EFFICIENCY:.2f}"]
+    for label, value in (("without the expert GEMMs", NO_EXPERT_COST), ("at the committed share",
+                                                                         efficiency.MOE_GROUPED_GEMM_EFFICIENCY)):
+        lines.append(f"{label}:")
+        for use in ("fit", "check"):
+            rows = growths(catalog, value, use)
+            lines.append(f"  {use:<5} median |error| of the growth {median_abs_error(rows):6.1%}")
+            lines.extend(f"    {r.run:<28} batch {r.batch:>3}: measured +{r.measured_s:.3f} s, predicted "
+                         f"+{r.predicted_s:.3f} s ({r.error:+.0%})" for r in rows)
+    return lines
+
+
+def main() -> None:
+    print("\n".join(report(bundled())))
+
+
+if __name__ == "__main__":
+    main()
