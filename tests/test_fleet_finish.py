@@ -68,8 +68,8 @@ def test_deepseek_r1_across_p5_nodes_uses_expert_parallelism_not_pipeline_stages
     # PP's two stages take turns each decode step; EP's two nodes read their halves of the experts at once
     # (figures from the refit constants with the per-step decode cost: framework overhead + TP barrier skew; GDDR
     # refit: 37.9 ms for EP, 45.9 ms for PP before it; rounded roofline: 38.5 ms for EP, 46.5 ms for PP before it;
-    # measured all-reduce curves and elementwise kernels: 39.3 ms for EP, 47.2 ms for PP before them; the routed experts'
-    # grouped GEMMs: 40.0 ms for EP, 47.8 ms for PP before them)
+    # measured all-reduce curves and elementwise kernels: 39.3 ms for EP, 47.2 ms for PP before them; the routed
+    # experts' grouped GEMMs: 40.0 ms for EP, 47.8 ms for PP before them)
     assert plan.performance.inter_token_latency_s == pytest.approx(0.040381, rel=1e-3)
     assert pp.performance.inter_token_latency_s == pytest.approx(0.048569, rel=1e-3)
 

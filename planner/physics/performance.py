@@ -83,7 +83,8 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     a device reads 1/ep_nodes of the touched experts, a node attends for its share of the batch, and
     each MoE layer adds a dispatch and a combine all-to-all across the nodes. `routed_sequences` is how many of the
     sequences route their tokens independently (None: all of them); copies of one prompt decoded greedily route
-    alike, so a batch of them touches one sequence's experts."""
+    alike, so a batch of them touches one sequence's experts. A MoE step's routed experts run as grouped GEMMs whose
+    math adds to their weight stream (grouped_expert_gemm_s), on GPUs."""
     padding = attention_padding_params(arch, tp) * BYTES_PER_PARAM[precision]
     read = moe_weight_bytes_read(arch, precision, batch if routed_sequences is None else min(batch, routed_sequences))
     local = tokens_per_node(batch, ep_nodes)
