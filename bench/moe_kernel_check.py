@@ -21,14 +21,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from planner.hardware.catalog import Catalog, bundled  # noqa: E402
 from planner.physics import efficiency  # noqa: E402
 from planner.physics.performance import decode_step, prefill_s  # noqa: E402
 from planner.workload.presets import presets  # noqa: E402
+from planner.workload.yamlsafe import load_text  # noqa: E402
 
 RUNS = Path(__file__).resolve().parent / "data" / "moe_kernels" / "vllm-mixtral-batch-latency.yaml"
 # Candidate shares, 0.05 to 1.00 by 0.01; "no extra cost" is the share going to infinity (NO_EXPERT_COST).
@@ -53,7 +52,7 @@ class Growth:
 
 
 def runs(path: Path = RUNS) -> list[dict]:
-    return yaml.safe_load(path.read_text())["runs"]
+    return load_text(path.read_text(), bundled=True)["runs"]
 
 
 @contextmanager
