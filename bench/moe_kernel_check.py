@@ -15,17 +15,17 @@ the `check` runs took no part.
 from __future__ import annotations
 
 import math
+import statistics
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from planner.hardware.catalog import Catalog, bundled  # noqa: E402
 from planner.physics import efficiency  # noqa: E402
-from planner.physics.performance import decode_step, prefill_s  # noqa: E402
+from planner.physics.performance import decode_step, prefill_s, touched_expert_share  # noqa: E402
 from planner.workload.presets import presets  # noqa: E402
 from planner.workload.yamlsafe import load_text  # noqa: E402
 
@@ -55,15 +55,9 @@ def runs(path: Path = RUNS) -> list[dict]:
     return load_text(path.read_text(), bundled=True)["runs"]
 
 
-@contextmanager
-def share(value: float) -> Iterator[None]:
+def share(value: float):
     """MOE_GROUPED_GEMM_EFFICIENCY set to `value` inside the block."""
-    saved = efficiency.MOE_GROUPED_GEMM_EFFICIENCY
-    efficiency.MOE_GROUPED_GEMM_EFFICIENCY = value
-    try:
-        yield
-    finally:
-        efficiency.MOE_GROUPED_GEMM_EFFICIENCY = saved
+    return mock.patch.object(efficiency, "MOE_GROUPED_GEMM_EFFICIENCY", value)
 
 
 def latency_s(catalog: Catalog, run: dict, batch: int) -> float:
@@ -82,9 +76,7 @@ def latency_s(catalog: Catalog, run: dict, batch: int) -> float:
 def base_batch(run: dict) -> int:
     """The run's smallest batch that touches TOUCHED_SHARE of the routed experts: the growth is counted from it."""
     arch = presets()[run["model"]]
-    touched = [b for b in sorted(run["latency_s"])
-               if round(1 - (1 - arch.active_experts / arch.experts) ** b, 2) >= TOUCHED_SHARE]
-    return touched[0]
+    return min(b for b in run["latency_s"] if round(touched_expert_share(arch, b), 2) >= TOUCHED_SHARE)
 
 
 def growths(catalog: Catalog, value: float, use: str | None = None) -> list[Growth]:
@@ -113,9 +105,7 @@ def measured_share(catalog: Catalog) -> float:
 
 
 def median_abs_error(rows: list[Growth]) -> float:
-    errors = sorted(abs(r.error) for r in rows)
-    middle = len(errors) // 2
-    return errors[middle] if len(errors) % 2 else (errors[middle - 1] + errors[middle]) / 2
+    return statistics.median(abs(r.error) for r in rows)
 
 
 def report(catalog: Catalog) -> list[str]:

@@ -21,7 +21,7 @@ import dataclasses
 from planner.physics import efficiency
 from planner.hardware.catalog import Accelerator, InstanceType
 from planner.physics.collectives import inter_node_bytes_per_s, intra_node_bytes_per_s, latency_s
-from planner.physics.expert_parallel import ALL_TO_ALL_BYTES_PER_VALUE, routed_expert_share
+from planner.physics.expert_parallel import ALL_TO_ALL_BYTES_PER_VALUE, routed_active_params, routed_expert_share
 from planner.workload.presets import Architecture
 
 
@@ -121,7 +121,7 @@ def expert_weight_traffic_s(arch: Architecture, accel: Accelerator, linear_preci
     grad_traffic = 2 * work.grad_bytes if work.method == "full" else 0.0
     weight_bytes_per_param = work.gathered_weight_bytes / arch.params  # 16-bit, or NF4 for a QLoRA base
     bytes_per_microbatch = local_params * (weight_reads * weight_bytes_per_param + grad_traffic)
-    active_routed = arch.params * share * arch.active_experts / arch.experts
+    active_routed = routed_active_params(arch)
     passes = 8 if checkpointing == "full" else 6  # FLOPs per parameter per token: 2 forward + 4 backward (+2)
     flops_per_microbatch = passes * seq * micro_batch * active_routed / (tp * pp)
     rate = (accel.peak_flops(linear_precision)

@@ -25,10 +25,20 @@ from planner.physics.speculative import Speculation, seconds_per_token
 from planner.hardware.units import BYTES_PER_PARAM, attention_precision, compute_precision
 
 
+def touched_expert_share(arch: Architecture, batch: int) -> float:
+    """Share of the E routed experts that `batch` independently routed tokens touch per layer, k each: 1 - (1 - k/E)^b
+    (1 for a model whose every expert runs for every token)."""
+    routed = arch.experts - arch.shared_experts if arch.shared_experts else arch.experts
+    k = arch.active_experts
+    if not arch.is_moe or routed <= 0 or k >= routed:
+        return 1.0
+    return 1 - (1 - k / routed) ** batch
+
+
 def moe_weight_bytes_read(arch: Architecture, precision: str, batch: int) -> float:
     """Weights streamed per decode step: every dense weight (not the input embedding's table, of which a token
     gathers a row: memory.streamed_weight_bytes), plus the experts the batch touches.
-    With E routed experts and k per token, a batch touches E·(1 - (1 - k/E)^b) experts per layer."""
+    A batch touches touched_expert_share of the routed experts per layer."""
     total = streamed_weight_bytes(arch, precision)
     if not arch.is_moe:
         return total
@@ -38,8 +48,7 @@ def moe_weight_bytes_read(arch: Architecture, precision: str, batch: int) -> flo
         return total
     expert_share = (arch.params - arch.params_per_token) / (arch.params * (1 - k / routed))
     expert_bytes = weight_bytes(arch, precision) * min(1.0, expert_share)
-    touched = routed * (1 - (1 - k / routed) ** batch)
-    return total - expert_bytes + expert_bytes * touched / routed
+    return total - expert_bytes + expert_bytes * touched_expert_share(arch, batch)
 
 
 def grouped_expert_params(arch: Architecture, accel: Accelerator) -> float:
