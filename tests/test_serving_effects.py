@@ -103,6 +103,25 @@ def test_copies_of_one_prompt_read_one_sequences_experts(catalog):
         decode_step(dense, a100, "bf16", "bf16", 4, 1, 16, 192)
 
 
+@pytest.mark.parametrize("model, routed, k", [("deepseek-moe-16b", 64, 6), ("llama-4-scout", 16, 1),
+                                             ("deepseek-v3", 256, 8)])
+def test_a_batch_touches_the_routed_experts_beside_which_the_shared_ones_run(model, routed, k):
+    """`experts` counts the routed experts (models.yaml: DeepSeekMoE 16B's 64 routed + 2 shared, Llama 4 Scout's 16 + 1,
+    DeepSeek-V3's 256 + 1), as expert parallelism reads it. The decode stream had taken the shared ones out of that
+    count again (62, 15 and 255 routed), so Scout's batch of 4 touched 1 - (14/15)^4 = 24.1% of its experts, not
+    1 - (15/16)^4 = 22.8%, and every batch read more expert weights than it does."""
+    from planner.physics.expert_parallel import routed_expert_bytes
+    from planner.physics.memory import streamed_weight_bytes
+    from planner.physics.performance import moe_weight_bytes_read, touched_expert_share
+    arch = presets()[model]
+    assert (arch.experts, arch.active_experts) == (routed, k)
+    assert touched_expert_share(arch, 1) == pytest.approx(k / routed)
+    assert touched_expert_share(arch, 4) == pytest.approx(1 - (1 - k / routed) ** 4)
+    experts = routed_expert_bytes(arch, "bf16")
+    assert moe_weight_bytes_read(arch, "bf16", 4) == pytest.approx(
+        streamed_weight_bytes(arch, "bf16") - experts * (1 - k / routed) ** 4)
+
+
 @pytest.mark.parametrize("row_id", ["llminferbench-a100-tensorrt-llm-mixtral-8x7b-tp4-bs16-128",
                                     "llminferbench-h100-tensorrt-llm-mixtral-8x7b-tp4-bs16-128"])
 def test_argonnes_tensorrt_llm_mixtral_batches_are_predicted_as_copies_of_one_prompt(catalog, row_id):

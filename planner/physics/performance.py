@@ -27,12 +27,12 @@ from planner.hardware.units import BYTES_PER_PARAM, attention_precision, compute
 
 def touched_expert_share(arch: Architecture, batch: int) -> float:
     """Share of the E routed experts that `batch` independently routed tokens touch per layer, k each: 1 - (1 - k/E)^b
-    (1 for a model whose every expert runs for every token)."""
-    routed = arch.experts - arch.shared_experts if arch.shared_experts else arch.experts
+    (1 for a model whose every expert runs for every token). E is `experts`, the routed ones: shared experts sit beside
+    them and run for every token (models.yaml; expert_parallel.routed_expert_share)."""
     k = arch.active_experts
-    if not arch.is_moe or routed <= 0 or k >= routed:
+    if not arch.is_moe or k >= arch.experts:
         return 1.0
-    return 1 - (1 - k / routed) ** batch
+    return 1 - (1 - k / arch.experts) ** batch
 
 
 def moe_weight_bytes_read(arch: Architecture, precision: str, batch: int) -> float:
@@ -40,14 +40,7 @@ def moe_weight_bytes_read(arch: Architecture, precision: str, batch: int) -> flo
     gathers a row: memory.streamed_weight_bytes), plus the experts the batch touches.
     A batch touches touched_expert_share of the routed experts per layer."""
     total = streamed_weight_bytes(arch, precision)
-    if not arch.is_moe:
-        return total
-    routed = arch.experts - arch.shared_experts if arch.shared_experts else arch.experts
-    k = arch.active_experts
-    if routed <= 0 or k >= routed:  # every expert runs for every token: a dense read
-        return total
-    expert_share = (arch.params - arch.params_per_token) / (arch.params * (1 - k / routed))
-    expert_bytes = weight_bytes(arch, precision) * min(1.0, expert_share)
+    expert_bytes = routed_expert_bytes(arch, precision)  # 0 for a dense model or one whose every expert always runs
     return total - expert_bytes + expert_bytes * touched_expert_share(arch, batch)
 
 
