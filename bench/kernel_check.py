@@ -169,12 +169,29 @@ def compiled_nonmatmul_shares(data: dict, catalog: Catalog) -> dict[str, float]:
     measured saving leaves, 1 − (eager − compiled) ÷ that time. torch.compile runs the same cuBLAS GEMMs and
     FlashAttention-2 (SDPA) as eager and fuses only the elementwise kernels around them, so the saving is
     non-GEMM traffic (efficiency.COMPILED_NONMATMUL_SHARE is the median)."""
+    return {name: 1 - (t["eager"] - t["compile"]) / planner_layer_parts(name, catalog, "eager").nonmatmul_s
+            for name, t in _timed(data).items()}
+
+
+def nonmatmul_bytes_saved(data: dict, catalog: Catalog) -> dict[str, float]:
+    """Per layer timed eager and under torch.compile: the measured saving in the unit of
+    efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN (HBM bytes per token per hidden unit at peak bandwidth), converted by
+    the planner's own accounting of that layer's eager non-GEMM time (its tokens, TP and passes): the committed value
+    is the median. Inductor fuses the norms, rotary embeddings, SwiGLU and residual adds into a few kernels and keeps
+    the GEMMs and attention, so what it saves is the eager stack's non-GEMM traffic."""
+    bytes_per_hidden = efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN
+    timed = _timed(data)
+    per_byte = {name: planner_layer_parts(name, catalog, "eager").nonmatmul_s / bytes_per_hidden for name in timed}
+    return {name: (t["eager"] - t["compile"]) / per_byte[name] for name, t in timed.items()}
+
+
+def _timed(data: dict) -> dict[str, dict[str, float]]:
+    """Layer name -> {mode: seconds} for the layers timed both eager and compiled."""
     timed: dict[str, dict[str, float]] = {}
     for layer in data["layers"]:
         if "s" in layer:
             timed.setdefault(layer["name"], {})[layer["mode"]] = layer["s"]
-    return {name: 1 - (t["eager"] - t["compile"]) / planner_layer_parts(name, catalog, "eager").nonmatmul_s
-            for name, t in timed.items() if {"eager", "compile"} <= t.keys()}
+    return {name: t for name, t in timed.items() if {"eager", "compile"} <= t.keys()}
 
 
 def planner_layer_parts(name: str, catalog: Catalog, kernels: str) -> StepParts:
@@ -248,6 +265,10 @@ def report(catalog: Catalog) -> list[str]:
             lines.append(f"layer {layer['name']} {layer['mode']}: {layer['s'] * 1e3:.2f} ms measured ({mfu:.2f} MFU), "
                          f"planner {planner_layer_s(layer['name'], catalog, stack) * 1e3:.2f} ms {stack}, "
                          f"{planner_layer_s(layer['name'], catalog, 'fused') * 1e3:.2f} ms fused")
+    saved = nonmatmul_bytes_saved(data, catalog)
+    lines.append(f"torch.compile saves {min(saved.values()):.0f}-{max(saved.values()):.0f} bytes per token per hidden "
+                 f"unit (median {statistics.median(saved.values()):.1f}; NONMATMUL_BYTES_PER_TOKEN_HIDDEN "
+                 f"{efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN})")
     left = compiled_nonmatmul_shares(data, catalog)
     lines.append(f"torch.compile's saving leaves {min(left.values()):+.2f} to {max(left.values()):+.2f} (median "
                  f"{statistics.median(left.values()):+.2f}) of the planner's eager non-GEMM time, {len(left)} layers")

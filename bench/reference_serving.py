@@ -111,7 +111,9 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
     pool at its mean context runs, and the engine preempts at the end rather than admitting fewer: LMDeploy's
     64 × 128/2048 Llama-2-7B batch starts as one wave, 13B's at 64 does not); each wave's prompts
     are prefilled together, then it decodes in lock-step (ITL at the mean context); throughput =
-    batch · output ÷ the waves' total time, TTFT and ITL the means over the requests. trtllm-bench rows
+    batch · output ÷ the waves' total time, TTFT and ITL the means over the requests; an engine whose decoder emits the
+    first token (`first_token: decoder-step`, TurboMind at LMDeploy 0.1.0a1) prefills all but each prompt's last
+    token, and its first token waits for the wave's next decode step. trtllm-bench rows
     (every request queued at once): bench/offline_rows.py, output tokens/s only. `platform` ("gpu" or "neuron")
     and `skip_sources` leave rows out before they are predicted (the fit's objective: the same rows, faster); a
     source's rows are strided first, so the rows kept are the ones a full call keeps."""
@@ -158,11 +160,19 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
                     ttft = e.time_to_first_token_s + slot_wait_s(b, slots, request_s)
             else:  # waves of the sequences whose KV fits at the mean context (planner/physics/kv_capacity.py)
                 tp = r["tp"]
-                waves = static_batch(
-                    b, resident_sequences(arch, accel, w, kv, tp, prompt + n // 2), n,
-                    lambda k: efficiency.request_overhead_s(accel) + prefill_s(arch, accel, w, tp, 1, prompt, itype, prompts=k),
-                    lambda k: decode_step(arch, accel, w, kv, tp, 1, k, prompt + n / 2,
-                                          routed_sequences=routed_batch(r, k)).seconds)
+
+                def step_s(k: int, context: float = prompt + n / 2) -> float:
+                    return decode_step(arch, accel, w, kv, tp, 1, k, context, routed_sequences=routed_batch(r, k)).seconds
+
+                def first_token_s(k: int) -> float:
+                    # `first_token: decoder-step`: the context pass leaves the prompt's last token to the decoder
+                    if r.get("first_token") != "decoder-step":
+                        return efficiency.request_overhead_s(accel) + prefill_s(arch, accel, w, tp, 1, prompt, itype, prompts=k)
+                    encode = prefill_s(arch, accel, w, tp, 1, prompt - 1, itype, prompts=k) if prompt > 1 else 0.0
+                    return efficiency.request_overhead_s(accel) + encode + step_s(k, prompt)
+
+                waves = static_batch(b, resident_sequences(arch, accel, w, kv, tp, prompt + n // 2), n,
+                                     first_token_s, step_s)
                 tps, ttft, itl = waves.output_tokens_per_s, waves.time_to_first_token_s, waves.inter_token_latency_s
             if r.get("itl_definition") == "llmperf-end-to-end":
                 itl = llmperf_itl_s(ttft, itl, n)

@@ -82,13 +82,14 @@ def _step(catalog, instance_type: str, kernels: str, precision: str = "bf16"):
 
 def test_fused_steps_faster_on_hopper_only(catalog):
     """Llama 3 8B at 8k tokens on one p5: 0.44 MFU eager, 0.47 compiled, 0.63 fused (published: IBM FMS's compiled 7B
-    FSDP on H100 0.45, NVIDIA DGX Cloud's 8B on NeMo 0.63): the fused step 1.44x faster since collectives across nodes
+    FSDP on H100 0.45, NVIDIA DGX Cloud's 8B on NeMo 0.63): the fused step 1.37x faster since the non-GEMM traffic is
+    measured, not fitted (Hopper's eager share 0.49 -> 0.53, FUSED_KERNELS_FACTOR 1.36 -> 1.26); 1.44x since collectives across nodes
     are measured and Hopper's eager GEMM share was refitted 0.58 -> 0.49 (FUSED_KERNELS_FACTOR 1.15 -> 1.36: the
     fused share moved less); 1.29x since the training fit weighs every source the same (FUSED_KERNELS_FACTOR 1.13 ->
     1.15; 1.25x before, 1.32x before the refit with measured all-reduce curves, 1.29x before the embedding-lookup
     refit); the same step on A100s either way."""
     eager, fused = _step(catalog, "p5.48xlarge", "eager"), _step(catalog, "p5.48xlarge", "fused")
-    assert eager.step_time_s / fused.step_time_s == pytest.approx(1.44, abs=0.02)
+    assert eager.step_time_s / fused.step_time_s == pytest.approx(1.37, abs=0.02)
     assert fused.model_flops_utilization < efficiency.GEMM_KERNEL_ROOF["bf16"]
     assert _step(catalog, "p4d.24xlarge", "eager").step_time_s == _step(catalog, "p4d.24xlarge", "fused").step_time_s
 

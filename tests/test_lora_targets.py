@@ -54,8 +54,9 @@ def test_nemo_fine_tuning_rows_reduce_gradients_in_bf16(catalog):
     at_32 = reference_sources.predict(catalog, row)[2].step_time_s
     # 1.106 at COMM_OVERLAP 1.0, 1.156 at 0.8, 1.110 at 0.95, 1.124 at 0.75 (a shorter step at 0.9 since the fit
     # weighs every source the same hides less of the all-reduce), 1.084 since collectives across nodes take their slower
-    # leg's time and measured NIC hops (COMM_OVERLAP 0.7); 1.01 published
-    assert at_32 / at_8 == pytest.approx(1.084, abs=0.001)
+    # leg's time and measured NIC hops (COMM_OVERLAP 0.7), 1.081 since the non-GEMM traffic is measured, not fitted (a
+    # longer FP8 step at FP8_GEMM_EFFICIENCY_FACTOR 0.84 hides more of it); 1.01 published
+    assert at_32 / at_8 == pytest.approx(1.081, abs=0.001)
 
 
 def test_the_optimizer_step_of_lora_reads_the_adapters_states_only(catalog, arch):

@@ -70,9 +70,10 @@ def test_a_tensor_parallel_group_wider_than_a_node_pays_the_nics(catalog):
     share 0.59, overlap 0.95), 211 at the embedding-lookup refit (share 0.57, overlap 1.0), 224 at the refit with
     measured all-reduce curves (share 0.61, overlap 0.75), 218 since the training fit weighs every source the same
     (share 0.58, overlap 0.9), 232 since collectives across nodes take their slower leg's time and measured NIC hops
-    (the tree's 2·log2(2) levels for each all-reduce of 16 ranks on 2 nodes; share 0.49, overlap 0.7)."""
+    (the tree's 2·log2(2) levels for each all-reduce of 16 ranks on 2 nodes; share 0.49, overlap 0.7), 239 since the
+    non-GEMM traffic is measured, not fitted (share 0.53)."""
     row = next(r for r in rs.sources()["nanotron-benchmark-summary"]["rows"] if r["id"] == "nanotron-80p0b-64node")
-    assert rs.predict(catalog, row)[2].achieved_tflops_per_device == pytest.approx(231.6, abs=1.0)
+    assert rs.predict(catalog, row)[2].achieved_tflops_per_device == pytest.approx(239.3, abs=1.0)
 
 
 def test_zero3_at_a_fixed_global_batch_loses_three_times_its_throughput_by_1536_gpus(catalog, arch):

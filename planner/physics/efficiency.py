@@ -19,24 +19,24 @@ from planner.hardware.catalog import Accelerator
 # Achieved share of peak HBM bandwidth when streaming weights and KV cache in decode. gpt-fast's
 # Llama-2-7B bf16 on one A100-80GB reads 1,397 of 2,039 GB/s (reference P-34); domain.md gives
 # 65-85% as the measured range.
-MEMORY_BANDWIDTH_EFFICIENCY = 0.87
+MEMORY_BANDWIDTH_EFFICIENCY = 0.85
 # The same share on GDDR6/GDDR7 parts (Accelerator.memory_technology: A10G, L4, L40S, RTX PRO 6000): board memory
 # chips lose more of their peak to DRAM row switches and read/write turnarounds than stacked HBM's many
 # independent channels. Fitted on the GDDR rows in the fit (philschmid's A10G: one A10G decodes Llama 3 8B at 0.74 of
 # 600 GB/s), prior the HBM share's; TensorRT-LLM's L40S and AccelMark's L4 rows are held out and check it (AccelMark's
 # L4 streams ~0.85 at batch 1). It scales the KV cache's share alike (kv_bandwidth).
-GDDR_BANDWIDTH_EFFICIENCY = 0.74
+GDDR_BANDWIDTH_EFFICIENCY = 0.73
 # Achieved share of peak HBM bandwidth when decode attention reads the KV cache. Paged-attention
 # kernels gather scattered blocks with one thread block per (sequence, head) and reach a lower share
 # than weight GEMV streams: vLLM's PagedAttention V1/V2 decode kernels sit well below the roof at
 # long contexts, FlashInfer's reach 70-90% only with split-KV (Ye et al., FlashInfer, arXiv
 # 2501.01005, Fig. 7). Prior: the weight-stream share until data says otherwise (bench/calibrate.py).
-KV_BANDWIDTH_EFFICIENCY = 0.78
+KV_BANDWIDTH_EFFICIENCY = 0.75
 # Fixed cost of one decode step on a GPU that no roof covers: the engine's scheduler and input
 # preparation on the CPU, kernel launches the CUDA graph does not hide, sampling and detokenisation.
 # vLLM's v0.6 profiling found the GPU idle for much of each step at small batch from this CPU work
 # (vLLM blog 2024-09-05, "vLLM v0.6.0: 2.7x throughput improvement and 5x latency reduction").
-DECODE_STEP_OVERHEAD_S = 0.0024
+DECODE_STEP_OVERHEAD_S = 0.002
 # Extra cost of each tensor-parallel all-reduce in decode beyond the collective's own latency
 # (planner/physics/collectives.py): every all-reduce is a barrier, so each layer waits for the slowest
 # rank's kernel launches (the launch skew between ranks), twice per layer per step.
@@ -46,28 +46,29 @@ TP_SYNC_OVERHEAD_S = 8e-06
 # stream) the fit finds int8 kernels at 0.83-1.0 of 16-bit ones (1.0 at the refit with the all-reduce curves and the
 # elementwise kernels; 0.83 at the rounded roofline, 0.81 before the lookup) and int4 at 0.74-0.85: a weakly held
 # pair, as AccelMark's held-out w8a16/w4a16 rows are its only check (fitted in, they pull it back to 0.83/0.74:
-# bench/calibrate.py, EVALUATED_ONLY_SOURCES).
-QUANTISED_BANDWIDTH_FACTOR = {"int8": 1.0, "int4": 0.85}
+# bench/calibrate.py, EVALUATED_ONLY_SOURCES). 0.93/0.75 since the refit that read LMDeploy's first tokens as TurboMind emits them.
+QUANTISED_BANDWIDTH_FACTOR = {"int8": 0.93, "int4": 0.75}
 # MXFP4/NVFP4 weight kernels dequantise 4-bit blocks the same way; no published decode row isolates
 # them yet, so int4's fitted factor stands in (issue 28).
 FOUR_BIT_FORMATS = {"mxfp4": "int4", "nvfp4": "int4"}
 # Share of dense peak tensor FLOP/s that a transformer's GEMMs sustain end to end (clocks under load,
 # tile quantisation, kernel gaps), per CUDA compute-capability generation, on the eager kernel stack
 # (training.kernels; a fused stack's is FUSED_KERNELS_FACTOR times it): Hopper reaches a lower share of its
-# higher peak than Ampere (MosaicML's H100 and A100 rows, one code base). Hopper's 0.49 since compiled stacks are
+# higher peak than Ampere (MosaicML's H100 and A100 rows, one code base). Hopper's 0.53 since the non-GEMM traffic is
+# measured rather than fitted beside it (NONMATMUL_BYTES_PER_TOKEN_HIDDEN) and the refit that read LMDeploy's first tokens as TurboMind emits them; 0.49 since compiled stacks are
 # charged no eager non-GEMM traffic (COMPILED_NONMATMUL_SHARE: torchtitan's, torchtune's, IBM's and OLMo-core's
 # rows are GEMMs and attention, and run below what a 0.58 share gave them) and collectives across nodes are measured
 # (planner/physics/collectives.py); 0.58 before.
-GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.67, "9": 0.49}
+GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.67, "9": 0.53}
 # The share FP8 GEMMs reach of their doubled peak, relative to BF16 GEMMs' share of theirs: amax reductions
 # lower it, FP8's larger tiles at the same shapes raise it (the casts of every GEMM's operands are charged on their
 # own, planner/physics/fp8_casts.py); fitted on the FP8 training rows (NeMo's and DGX Cloud's Llama 3 and GPT-3 on
-# H100, torchtitan's FP8 FSDP rows), and never past the measured FP8 roof (GEMM_KERNEL_ROOF). The fit, 0.86 (0.84
-# before the compiled stack and the measured collectives across nodes, 0.94 before every source weighed the same,
+# H100, torchtitan's FP8 FSDP rows), and never past the measured FP8 roof (GEMM_KERNEL_ROOF). The fit, 0.84 (0.86
+# before the non-GEMM traffic was measured, 0.84 before the compiled stack and the measured collectives across nodes, 0.94 before every source weighed the same,
 # bench/calibrate.py source_balanced_errors), sits near the ratio measured on one H100's 8192³ GEMMs (FP8 0.71 of
 # its peak ÷ BF16 0.79 of its = 0.90, bench/kernel_check.py); prefill has its own factor
 # (PREFILL_FP8_GEMM_EFFICIENCY_FACTOR).
-FP8_GEMM_EFFICIENCY_FACTOR = 0.86
+FP8_GEMM_EFFICIENCY_FACTOR = 0.84
 # The share NVFP4 GEMMs (Blackwell block-scaled FP4: E2M1 blocks of 16 with an FP8 scale, activations quantised to
 # FP4 per token before each GEMM) reach of their FP4 roof, relative to BF16 GEMMs' share of theirs: the block-scale
 # loads and the activation-quantisation kernel keep it well below the doubled peak. Measured, not fitted: vLLM PR
@@ -89,9 +90,9 @@ FP4_GEMM_EFFICIENCY_FACTOR = 0.56
 # sources' rows (NVIDIA DGX Cloud benchmarks, Megatron-LM's H100 weak scaling, NeMo), leave-one-source-out; prior 1
 # (no difference until data says so). Hopper and later only: on Ampere FlashAttention-2 is the attention kernel of
 # both stacks (Transformer Engine's backend on sm80) and reaches most of the A100's peak (Dao 2023, FlashAttention-2
-# §4.1: 50-73% fwd+bwd), so no stack difference is applied there. 1.36 since Hopper's eager share fell to 0.49 (a fused
-# stack's share, 0.67, moved less: 0.58 x 1.15 before).
-FUSED_KERNELS_FACTOR = 1.36
+# §4.1: 50-73% fwd+bwd), so no stack difference is applied there. 1.26 with Hopper's eager share at 0.53 (a fused
+# stack's share 0.67 either way); 1.36 when it was 0.49 (0.58 x 1.15 before).
+FUSED_KERNELS_FACTOR = 1.26
 # The measured roof of a training GEMM share (before the shape factor), by linear precision, from the H100 run above.
 # BF16: the largest share at which every H100 BF16 reference row's layer GEMMs (forward, input and weight gradient at
 # the row's shapes), after planner/physics/gemm_shape.py's factor, still run no faster than measured: 0.705 (Megatron-
@@ -137,10 +138,11 @@ ROOFLINE_SHARPNESS = 3.0
 # GEMM of b·k/E rows (vLLM's Triton fused_moe, TensorRT-LLM's MoE plugin), and its time grows with the batch after
 # every expert's weights are already read. Measured, not fitted on any reference row: vLLM PR #4002's
 # benchmark_latency runs of Mixtral-8x22B on A100-80GB at TP 4 and TP 8, the latency's growth from batch 8 to 16 and
-# 32 (bench/moe_kernel_check.py: within 8% at 0.22, 29-60% short without it). Checked on PR #3240 (Mixtral-8x7B, TP 2,
-# A100) and PR #2542 (TP 8, H100), which took no part: growth from batch 8 to 64 short by 18-61% at 0.22, 26-62%
-# without (median 39.6% against 44.7%); what else grows with their 1,000-token prompts is not explained.
-MOE_GROUPED_GEMM_EFFICIENCY = 0.22
+# 32 (bench/moe_kernel_check.py: within 10% at 0.23, 27-59% short without it; 0.22 before the refit that read LMDeploy's first tokens as TurboMind emits them,
+# which refitted the decode constants). Checked on PR #3240 (Mixtral-8x7B, TP 2, A100) and PR #2542 (TP 8, H100), which
+# took no part: growth from batch 8 to 64 short by 18-60% at 0.23, 26-63% without (median 39.5% against 44.4%); what
+# else grows with their 1,000-token prompts is not explained.
+MOE_GROUPED_GEMM_EFFICIENCY = 0.23
 # FP8 prefill's share relative to BF16 prefill's: the FP8 factor of the same fit (9957dbc), for the same reason; in
 # training the FP8 share now stops at the measured FP8 roof, so the training rows no longer inform a prefill factor.
 PREFILL_FP8_GEMM_EFFICIENCY_FACTOR = 1.14
@@ -162,15 +164,23 @@ PREFILL_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.47}
 REQUEST_OVERHEAD_S = 0.0
 # Non-matmul traffic per layer in training, bytes per token per hidden unit: Korthikanti's 34 B of
 # stored activations (reference B2) written in the forward, read in the backward, and re-read and
-# re-written by norms, residual adds, activation functions and dropout. 204 B (6 × 34) since every source weighs the
-# same in the fit (408 before, when the largest sources decided it).
-NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 204
+# re-written by norms, residual adds, activation functions and dropout. Measured, not fitted: what torch.compile saved
+# on one H100's six Llama layers (bench/data/device/h100-2026-11-24.json), 151-234 B in this unit, median 203.2
+# (`python bench/kernel_check.py`, nonmatmul_bytes_saved): Inductor fuses exactly these kernels and keeps the GEMMs and
+# attention. Fitted, it sat in a valley with Hopper's eager GEMM share: 204 B beside 0.49 was a local minimum, and
+# 238 B beside 0.54 a lower one that a refit of the serving constants alone (the HBM share the LoRA rows' adapter
+# traffic streams at, 0.87 -> 0.85) tipped the descent into; there the compiled stack's measured share became 0.15
+# and training's held-out error 9.1% -> 13.9% (README, accuracy). 204 B (6 × 34) had been the fit since every
+# source weighs the same (408 before, when the largest sources decided it).
+NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 203
 # The share of that eager traffic a torch.compile'd model still moves (training.kernels: compiled). Inductor fuses
 # the norms, rotary embeddings, SwiGLU and residual adds between the GEMMs into a few Triton kernels and keeps
 # cuBLAS GEMMs and FlashAttention-2, so compiling saves non-GEMM traffic only. Measured, not fitted: one H100 SXM
 # timed six Llama layers' forward+backward eager and compiled (bench/data/device/h100-2026-11-24.json): the saving,
 # 1.1-4.2 ms a layer, is the whole of the eager non-GEMM time charged above (it leaves -0.15 to 0.26 of it, median
-# 0.00; `python bench/kernel_check.py`, compiled_nonmatmul_shares), so a compiled stack is charged none.
+# 0.00; `python bench/kernel_check.py`, compiled_nonmatmul_shares), so a compiled stack is charged none. Since that
+# charge is itself the median saving (NONMATMUL_BYTES_PER_TOKEN_HIDDEN), this holds by construction within the
+# spread of the six layers.
 COMPILED_NONMATMUL_SHARE = 0.0
 # Share of a collective that hides behind the compute it overlaps on a GPU (FSDP/ZeRO prefetch, DDP bucketed
 # all-reduce in the backward): NCCL kernels take SMs from the GEMMs they overlap. Prior 0: the fit finds most of it
