@@ -132,6 +132,19 @@ def decode_stream_shares(data: dict, bandwidth_gb_s: float) -> list[float]:
     return [g["gb_s"] / bandwidth_gb_s for g in data["decode_gemm"] if g["m"] <= 64 and g["s"] >= LAUNCH_BOUND_S]
 
 
+def decode_stream_fit(data: dict, bandwidth_gb_s: float) -> tuple[float, float]:
+    """(share of peak HBM bandwidth, seconds per kernel) of a weight GEMV's time = bytes ÷ (share × bandwidth) + a
+    fixed cost, least squares over the decode GEMMs at M ≤ 8 that outlast a launch (efficiency.MEMORY_BANDWIDTH_
+    EFFICIENCY and GEMM_KERNEL_TAIL_S: each GEMM fills the memory pipeline and drains its last wave whatever its
+    size, which a share alone charged in proportion to the bytes)."""
+    points = [(2.0 * g["n"] * g["k"], g["s"]) for g in data["decode_gemm"] if g["m"] <= 8 and g["s"] >= LAUNCH_BOUND_S]
+    mean_bytes = statistics.fmean(b for b, _ in points)
+    mean_s = statistics.fmean(s for _, s in points)
+    slope = (sum((b - mean_bytes) * (s - mean_s) for b, s in points)
+             / sum((b - mean_bytes) ** 2 for b, _ in points))
+    return 1 / (slope * bandwidth_gb_s * 1e9), mean_s - slope * mean_bytes
+
+
 def decode_compute_shares(data: dict, peak_flops: float) -> list[float]:
     """Share of dense BF16 peak the decode GEMMs reach at M = 1,024 (compute-bound)."""
     return [g["tflops"] * 1e12 / peak_flops for g in data["decode_gemm"] if g["m"] == 1024]
@@ -251,6 +264,11 @@ def report(catalog: Catalog) -> list[str]:
     lines.append(f"decode weight stream (M <= 64, {len(stream)} GEMMs): {min(stream):.2f}-{max(stream):.2f} "
                  f"of peak HBM "
                  f"(MEMORY_BANDWIDTH_EFFICIENCY {efficiency.MEMORY_BANDWIDTH_EFFICIENCY})")
+    share, tail_s = decode_stream_fit(data, accel.memory_bandwidth_gb_s)
+    lines.append(f"decode weight GEMVs (M <= 8) as bytes / (share x bandwidth) + a per-kernel cost: share {share:.3f}, "
+                 f"{tail_s * 1e6:.1f} us a kernel (MEMORY_BANDWIDTH_EFFICIENCY "
+                 f"{efficiency.MEMORY_BANDWIDTH_EFFICIENCY}, GEMM_KERNEL_TAIL_S "
+                 f"{efficiency.GEMM_KERNEL_TAIL_S * 1e6:.1f} us)")
     compute = decode_compute_shares(data, peak)
     lines.append(f"decode GEMMs at M = 1,024: {min(compute):.2f}-{max(compute):.2f} of dense peak "
                  f"(decode_gemm_efficiency {efficiency.decode_gemm_efficiency(accel, 'bf16'):.2f})")

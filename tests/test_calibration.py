@@ -128,9 +128,8 @@ def test_each_gpu_group_moves_only_its_own_metrics(catalog, group):
     own = set(calibrate.SERVING_METRICS) if group == "serving" else {"training TFLOP/s"}
     assert {key[2] for key in moved} - {"training TFLOP/s"} == own - {"training TFLOP/s"}
     training_moved = {key[1] for key in moved if key[2] == "training TFLOP/s"}
-    if group == "serving":
-        setups = {(r.id, r.metric): r.setup for r in all_rows(catalog, "gpu")}
-        assert training_moved and all(setups[i, "training TFLOP/s"].endswith(("lora", "qlora")) for i in training_moved)
+    if group == "serving":  # the LoRA rows' adapters stream at the measured HBM share: no training row moves
+        assert not training_moved
     else:
         assert len(training_moved) > 100
 

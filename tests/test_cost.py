@@ -58,17 +58,15 @@ def test_changed_workload_numbers():
     # p5.48xlarge ($84,238 → $101,880); since the GDDR refit (HBM streams 0.86 of its bandwidth, not 0.89) it is
     # p5en.48xlarge again ($59,456 → $101,880); since the all-reduce curves and elementwise kernels (issue 25) the
     # refit's serving band lets one p5.48xlarge meet 1,000 tok/s again, ranked at its EC2 price × the ml.* ratio
-    # (one price rule) under p5en's and charged at its published ml.* price ($84,238 → $101,880); since LMDeploy's first tokens were read as TurboMind emits them
-    # the refit's serving band (slow edge 0.77 -> 0.68) needs two p5.48xlarge for it, so p5en.48xlarge × 1 again
-    # ($59,456 → $101,880).
+    # (one price rule) under p5en's and charged at its published ml.* price ($84,238 → $101,880).
     # finetune-8b's LoRA needs 38 GiB of one L40S's 40 GiB usable: at the memory band's high edge it does not
     # fit, so it runs on g6e.12xlarge ($35: its LoRA adapters' traffic counted, and since the refit of issue 25 its
     # one launch billed; since the kernel stacks of issue 25 on p5.4xlarge, $39; $38 at the GDDR share 0.74; $36 since
     # the training fit weighs every source the same: 204 bytes of non-GEMM traffic per token and hidden, not 408; $39
-    # since collectives across nodes are measured and Hopper's eager GEMM share was refitted 0.58 -> 0.49; $38 since
-    # the non-GEMM traffic is measured and that share refitted 0.49 -> 0.53)
+    # since collectives across nodes are measured and Hopper's eager GEMM share was refitted 0.58 -> 0.49; $37 since
+    # the non-GEMM traffic and the HBM weight stream are measured (Hopper's eager GEMM share 0.49 -> 0.53))
     assert markdown.startswith(
-        MARKER + "\n### 💰 gpuplan: Serving +$42,424/month (+71.4%) · Training runs unchanged at $38")
+        MARKER + "\n### 💰 gpuplan: Serving +$17,642/month (+20.9%) · Training runs unchanged at $37")
     assert "```mermaid\nxychart-beta" in markdown and "<details><summary>Full plans (head)</summary>" in markdown
 
 
@@ -83,7 +81,7 @@ def test_added_and_removed_are_marked():
 def test_no_change_and_skip_no_diff():
     unchanged = cost("base.yaml")
     # serving total as in golden/cost_head_unchanged.md (moved by the merged model: price rule, refit, `likely` edge)
-    assert "Cost unchanged: serving $59,456/month · training runs $38" in unchanged.output
+    assert "Cost unchanged: serving $84,238/month · training runs $37" in unchanged.output
     quiet = cost("base.yaml", "--skip-no-diff")
     assert quiet.exit_code == 0 and quiet.output == ""
     assert cost("head_changed.yaml", "--skip-no-diff").output.startswith(MARKER)
@@ -103,7 +101,7 @@ def test_guardrails_fail_ci():
     over = cost("head_changed.yaml", "--fail-above-percent", "10")
     # figures as in golden/cost_head_changed.md (base moved by the merged model)
     assert over.exit_code == 1
-    assert "error: cost guardrail: serving cost rises 71.4% ($59,456 → $101,880/month)" in over.output
+    assert "error: cost guardrail: serving cost rises 20.9% ($84,238 → $101,880/month)" in over.output
     assert "above --fail-above-percent 10" in over.output
     assert cost("head_changed.yaml", "--fail-above-usd", "1000").exit_code == 1
     assert cost("head_changed.yaml", "--fail-above-usd", "10000000").exit_code == 0

@@ -58,9 +58,8 @@ def test_a_fine_tune_is_a_cost_per_run_not_730_hours(tmp_path):
     # the same (204 bytes of non-GEMM traffic per token and hidden unit through its GDDR, not 408); 16.0 h since the
     # refit with collectives across nodes measured (the L40S takes Ampere's GEMM share, 0.63 -> 0.67)
     assert "$30/run" in row and "1,359" not in row
-    # serving total as in golden/cost_head_unchanged.md (chat-70b on p5en.48xlarge since LMDeploy's first tokens were read as TurboMind emits them: the
-    # refit's serving band has its slow edge at 0.68; on p5.48xlarge since the all-reduce curves' refit, $84,238)
-    assert "Cost unchanged: serving $59,456/month · training runs $30" in result.output
+    # serving total as in golden/cost_head_unchanged.md (chat-70b on p5.48xlarge since the all-reduce curves' refit)
+    assert "Cost unchanged: serving $84,238/month · training runs $30" in result.output
 
 
 def test_a_longer_run_is_a_changed_training_cost(tmp_path):
@@ -72,9 +71,8 @@ def test_a_longer_run_is_a_changed_training_cost(tmp_path):
     assert row["change_percent"] == pytest.approx(99.1, abs=0.5)  # the one launch is paid once, not twice
     assert data["serving_usd_per_month"]["change"] == 0
     training = data["training_usd_per_run"]
-    assert training["base"] == pytest.approx(30.13, abs=0.01)  # (16.0 h + one launch) on g6e.xlarge + the root volume
-    # ($30.05 until the refit that followed LMDeploy's first-token reading and the measured non-GEMM traffic: the GDDR
-    # share 0.74 -> 0.73)
+    assert training["base"] == pytest.approx(29.94, abs=0.01)  # (the run + one launch) on g6e.xlarge + the root volume
+    # ($30.05 until the HBM weight stream was measured and the refit took the L40S's GDDR share 0.74 -> 0.75)
     # ($33.35 until the GDDR refit, issue 25: the L40S streams at GDDR_BANDWIDTH_EFFICIENCY 0.73, not the HBM share;
     # $34.62 until the all-reduce curves' refit took it to 0.74; $34.20 until the training fit weighed every source the
     # same; $31.29 until collectives across nodes were measured and Ampere's share refitted 0.63 -> 0.67)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import kernel_check, reference_sources
+from bench import calibrate, kernel_check, reference_sources
 from planner.hardware.catalog import bundled
 from planner.physics import efficiency
 
@@ -66,11 +66,23 @@ def test_the_report_runs_on_the_bundled_run(catalog):
 
 
 def test_decode_streams_weights_no_faster_than_cublas_did(h100):
-    """MEMORY_BANDWIDTH_EFFICIENCY sits at 0.90 of peak HBM; the measured weight streams at M <= 64 (kernels that
-    outlast a launch) reach 0.76-0.86. 5% covers timing noise and kernels tuned past cuBLAS's GEMV."""
-    stream = kernel_check.decode_stream_shares(kernel_check.run(), h100.memory_bandwidth_gb_s)
+    """A decode GEMV's time is its bytes at MEMORY_BANDWIDTH_EFFICIENCY of peak HBM plus GEMM_KERNEL_TAIL_S, both
+    measured: the least-squares line through one H100's cuBLAS GEMVs at M <= 8 that outlast a launch (0.920 of
+    peak, 6.8 us a kernel). A share alone (0.85, fitted, before) charged the fixed part in proportion to the bytes:
+    the measured GEMVs reach 0.76-0.86 of peak end to end. Every one of them is no faster in the model than measured,
+    to within 2% of timing noise."""
+    data = kernel_check.run()
+    share, tail_s = kernel_check.decode_stream_fit(data, h100.memory_bandwidth_gb_s)
+    assert round(share, 2) == efficiency.MEMORY_BANDWIDTH_EFFICIENCY
+    assert round(tail_s, 7) == efficiency.GEMM_KERNEL_TAIL_S
+    stream = kernel_check.decode_stream_shares(data, h100.memory_bandwidth_gb_s)
     assert len(stream) == 12 and max(stream) == pytest.approx(0.864, abs=0.001)
-    assert efficiency.effective_bandwidth(h100, "bf16") <= 1.05 * max(stream) * h100.memory_bandwidth_gb_s * 1e9
+    gemvs = [g for g in data["decode_gemm"] if g["m"] <= 8 and g["s"] >= kernel_check.LAUNCH_BOUND_S]
+    assert len(gemvs) == 6
+    for g in gemvs:
+        modelled_s = 2 * g["n"] * g["k"] / efficiency.effective_bandwidth(h100, "bf16") + efficiency.GEMM_KERNEL_TAIL_S
+        assert modelled_s >= 0.98 * g["s"], g
+    assert "MEMORY_BANDWIDTH_EFFICIENCY" not in calibrate.ALL_PARAMETERS
 
 
 def test_decode_gemms_no_faster_than_measured_at_large_batch(h100):
@@ -111,8 +123,6 @@ def test_the_eager_non_gemm_traffic_is_what_compiling_saved_not_a_fitted_constan
     bytes per token per hidden unit through the planner's own accounting of each layer (151-234 B, median 203.2).
     Fitted, it and Hopper's eager GEMM share left a valley whose two basins a serving refit tipped the descent between
     (bench/calibrate.py): it is no longer among the fitted constants."""
-    from bench import calibrate
-
     saved = kernel_check.nonmatmul_bytes_saved(kernel_check.run(), catalog)
     assert sorted(saved) == sorted(kernel_check.LAYERS)
     assert statistics.median(saved.values()) == pytest.approx(203.2, abs=0.1)

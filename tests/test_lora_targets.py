@@ -40,7 +40,8 @@ def test_lora_over_sft_step_of_the_nemo_8b_pair(catalog):
     # 0.765 before the rounded roofline's refit (adapters stream at MEMORY_BANDWIDTH_EFFICIENCY 0.84, was 0.86), 0.747
     # before the kernel-stack refit, 0.754 before the lookup, 0.764 before the training fit weighed every source the
     # same (non-GEMM traffic 408 -> 204 bytes per token and hidden unit, which the SFT step pays on every weight)
-    assert lora / sft == pytest.approx(0.741, abs=0.001)
+    # 0.741 before the weight stream's share and per-kernel cost were measured
+    assert lora / sft == pytest.approx(0.740, abs=0.001)
     assert lora / sft < 0.92 / 1.32 * 1.10
 
 

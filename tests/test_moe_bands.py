@@ -34,22 +34,21 @@ def test_the_moe_band_holds_the_moe_runs_and_is_never_narrower_than_the_gpu_one(
     classes = bands()["classes"]
     gpu, moe = classes["gpu/serving tokens/s"], classes["moe/serving tokens/s"]
     assert len(rows) == 44 and len({r.source for r in rows}) == 3
-    # 26 before identical_prompts, 35 before the routed experts' grouped GEMMs, 37 before LMDeploy's first tokens were
-    # read as TurboMind emits them (the refit's GPU band widened, 0.77-1.19 -> 0.68-1.24)
-    assert _inside(rows, gpu["q10"], gpu["q90"]) == pytest.approx(39 / 44)
-    # drawn from the held-out residuals, it holds 39 of the 44 rows at the committed constants (issue 25: >= 75%)
-    assert _inside(rows, moe["q10"], moe["q90"]) == pytest.approx(39 / 44)
+    # 26 before identical_prompts, 35 before the routed experts' grouped GEMMs, 37 before the HBM weight stream and its
+    # per-kernel cost were measured (the GPU band moved from 0.77-1.19 to 0.74-1.19)
+    assert _inside(rows, gpu["q10"], gpu["q90"]) == pytest.approx(35 / 44)
+    # drawn from the held-out residuals, it holds 37 of the 44 rows at the committed constants (issue 25: >= 75%; 39
+    # before the stream was measured)
+    assert _inside(rows, moe["q10"], moe["q90"]) == pytest.approx(37 / 44)
     # the MoE rows straddle the estimate: some run faster than it (TensorRT-LLM's offline Mixtral-8x22B up to x1.41)
     assert moe["percentiles"][0] < 1 < moe["percentiles"][1]
     # its own percentiles, joined with the GPU band: never narrower than a dense plan's
     assert moe["joined_with"] == "gpu/serving tokens/s" and "widening" not in moe
     assert (moe["q10"], moe["q90"]) == (min(moe["percentiles"][0], gpu["q10"]), max(moe["percentiles"][1], gpu["q90"]))
-    # its percentiles (0.88-1.19) now sit inside the GPU band, so the join is the GPU band (its q90 was above it, 1.24
-    # against 1.19, before that refit)
-    assert (moe["q10"], moe["q90"]) == (gpu["q10"], gpu["q90"])
-    # a source left out keeps 61% of its rows inside the others' percentiles (README's accuracy table says so; 77%
-    # before that refit)
-    assert moe["held_out_share"]["percentiles"] == pytest.approx(27 / 44, abs=1e-4)
+    assert moe["q10"] == gpu["q10"] and moe["q90"] > gpu["q90"]
+    # a source left out keeps 57% of its rows inside the others' percentiles (README's accuracy table says so; 77%
+    # before the stream was measured)
+    assert moe["held_out_share"]["percentiles"] == pytest.approx(25 / 44, abs=1e-4)
     assert moe["held_out_share"]["percentiles"] < TARGET_COVERAGE
 
 
@@ -72,8 +71,7 @@ def test_a_moe_plan_carries_the_moe_band_and_the_gpu_one_where_moe_has_none(cata
     classes = bands()["classes"]
     moe = classes["moe/serving tokens/s"]
     assert ratio_quantiles("gpu", "serving tokens/s", moe=True) == (moe["q10"], moe["q90"])
-    # the MoE class's own percentiles lie inside the GPU band, so the join is the GPU band itself
-    assert ratio_quantiles("gpu", "serving tokens/s", moe=True) == ratio_quantiles("gpu", "serving tokens/s")
+    assert ratio_quantiles("gpu", "serving tokens/s", moe=True) != ratio_quantiles("gpu", "serving tokens/s")
     per_replica = perf.output_tokens_per_s_per_replica
     assert perf.band["output_tokens_per_s_per_replica"] == pytest.approx([per_replica * moe["q10"],
                                                                         per_replica * moe["q90"]])
@@ -92,7 +90,7 @@ def test_likely_checks_a_moe_throughput_target_at_the_moe_slow_edge(catalog):
     slow_moe = slow_factor("gpu", "serving tokens/s", "likely", moe=True)
     q10, _ = ratio_quantiles("gpu", "serving tokens/s", moe=True)
     assert slow_moe == pytest.approx(1 / q10) and slow_moe == slow_factor("gpu", "serving tokens/s", "likely")
-    assert slow_moe == pytest.approx(1.461, abs=0.001)  # 1.297 before the refit that read LMDeploy's first tokens
+    assert slow_moe == pytest.approx(1.351, abs=0.001)  # 1.297 before the stream was measured
     target = aggregate / ((1 + slow_moe) / 2)
     spec = {**MIXTRAL, "serving": {**MIXTRAL["serving"], "target_output_tokens_per_s": target},
             "constraints": {**MIXTRAL["constraints"], "confidence": "likely"}}

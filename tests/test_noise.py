@@ -73,9 +73,8 @@ def test_commitments_that_dwarf_a_short_run_are_hidden_unless_asked(tmp_path):
     assert "g6e.xlarge" in md
     assert "committed" not in md.replace("(committed copy", "").replace("a committed snapshot", "")
     # $8 since the all-reduce curves' refit (issue 25: the L40S's GDDR streams 0.74 of its bandwidth, not 0.73); $7
-    # since collectives across nodes are measured (the L40S takes Ampere's GEMM share, refitted 0.63 -> 0.67); $8 since
-    # LMDeploy's first tokens were read as TurboMind emits them (the refit's GDDR share 0.74 -> 0.73)
-    assert "4 commitment option(s) hidden: each commits over 10× this $8 run (smallest $10,270); --all-options" in md
+    # since collectives across nodes are measured (the L40S takes Ampere's GEMM share, refitted 0.63 -> 0.67)
+    assert "4 commitment option(s) hidden: each commits over 10× this $7 run (smallest $10,270); --all-options" in md
     rows = [x for x in md.splitlines() if x.startswith("| ") and "/run |" in x and "price 2025" in x]
     assert [r.split(" | ")[0] for r in rows] == ["| spot", "| ★ on-demand"]
     every = invoke("plan", workloads, "--format", "markdown", "--all-options").output
@@ -83,9 +82,9 @@ def test_commitments_that_dwarf_a_short_run_are_hidden_unless_asked(tmp_path):
     # adapter traffic streams at the GDDR share (0.73 of its bandwidth); $3.58 before, $3.28 before the L40S computed
     # at its sustained clock; $3.72 at the GDDR share of the all-reduce curves' refit (0.74); $3.39 since the training
     # fit weighs every source the same (204 bytes of non-GEMM traffic per token and hidden unit, not 408); $3.28 since
-    # collectives across nodes are measured (the L40S takes Ampere's GEMM share, refitted 0.63 -> 0.67); $3.29 since
-    # LMDeploy's first tokens were read as TurboMind emits them (the refit's GDDR share 0.74 -> 0.73)
-    assert "$3.29/run of $21,128 committed" in every and "hidden" not in every
+    # collectives across nodes are measured (the L40S takes Ampere's GEMM share, refitted 0.63 -> 0.67); $3.26 since
+    # the HBM weight stream is measured and the refit took the L40S's GDDR share 0.74 -> 0.75
+    assert "$3.26/run of $21,128 committed" in every and "hidden" not in every
     # JSON lists every option: it is for machines
     assert invoke("plan", workloads, "--format", "json").output.count('"commitment_years": 3') == 2
 

@@ -76,9 +76,8 @@ def test_autoscaling_targets_the_variant(stack):
     # p5 meets 1,000 tok/s there, and it ranks first on the one EC2-price rule ($68.80/h vs p5en's $79.12/h).
     # p5en.48xlarge again since the GDDR refit: HBM streams 0.86 of its bandwidth (0.89 before) and the band's slow
     # edge is 0.69, so p5 needs two nodes to meet 1,000 tok/s there and one p5en.48xlarge is cheapest. p5.48xlarge
-    # again since the all-reduce curves and elementwise kernels (issue 25): the refit's band lets one p5 meet it.
-    # p5en.48xlarge again since LMDeploy's first tokens were read as TurboMind emits them: the refit's slow edge is 0.68.
-    assert target["resourceId"] == "endpoint/chat-70b-p5en-48xlarge/variant/AllTraffic"
+    # again since the all-reduce curves and elementwise kernels (issue 25): the refit's band lets one p5 meet it
+    assert target["resourceId"] == "endpoint/chat-70b-p5-48xlarge/variant/AllTraffic"
     assert target["scalableDimension"] == "sagemaker:variant:DesiredInstanceCount"
     assert target["minCapacity"] == PLANS["chat-70b"].choice.nodes and target["maxCapacity"] == 4
     policy = by_name(stack, "appautoscaling/policy:Policy", "chat-70b-scaling-policy").inputs
@@ -158,8 +157,8 @@ def test_preview_mode_keeps_the_literals_the_policies_read():
     assert by_name(stack, "EndpointConfiguration", "chat-70b-config").inputs["tags"]["gpuplan:layout"].startswith("tp=8")
     # the endpoint's name is set by the program (workload and instance type), so even a preview knows it
     target = by_name(stack, "appautoscaling/target:Target", "chat-70b-scaling-target").inputs
-    # the plan since LMDeploy's first tokens were read as TurboMind emits them
-    assert target["resourceId"] == "endpoint/chat-70b-p5en-48xlarge/variant/AllTraffic"
+    # the plan since the all-reduce curves' refit
+    assert target["resourceId"] == "endpoint/chat-70b-p5-48xlarge/variant/AllTraffic"
 
 
 @pytest.mark.parametrize("change, message", [

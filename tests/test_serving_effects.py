@@ -17,14 +17,18 @@ def catalog():
     return bundled()
 
 
-def test_decode_step_pays_the_fixed_cost_and_two_tp_barriers_per_layer(catalog, monkeypatch):
+def test_decode_step_pays_the_fixed_cost_each_gemms_tail_and_two_tp_barriers_per_layer(catalog, monkeypatch):
+    """Llama 3 8B: 32 layers of four weight GEMMs and the LM head, each paying GEMM_KERNEL_TAIL_S."""
     monkeypatch.setattr(efficiency, "DECODE_STEP_OVERHEAD_S", 0.002)
     monkeypatch.setattr(efficiency, "TP_SYNC_OVERHEAD_S", 10e-6)
+    monkeypatch.setattr(efficiency, "GEMM_KERNEL_TAIL_S", 5e-6)
     arch, h100 = presets()["llama-3-8b"], catalog.accelerator("H100-80GB")
     tp4 = decode_step(arch, h100, "bf16", "bf16", 4, 1, 1, 192)
-    assert tp4.overhead_s == pytest.approx(0.002 + 2 * 32 * 10e-6)
+    assert tp4.overhead_s == pytest.approx(0.002 + (4 * 32 + 1) * 5e-6 + 2 * 32 * 10e-6)
     assert tp4.seconds == pytest.approx(max(tp4.memory_s, tp4.compute_s) + tp4.communication_s + tp4.overhead_s)
-    assert decode_step(arch, h100, "bf16", "bf16", 1, 1, 1, 192).overhead_s == pytest.approx(0.002)
+    assert decode_step(arch, h100, "bf16", "bf16", 1, 1, 1, 192).overhead_s == pytest.approx(0.002 + 129 * 5e-6)
+    # two stages, each its own step cost and its 16 layers' GEMMs plus the LM head
+    assert decode_step(arch, h100, "bf16", "bf16", 1, 2, 1, 192).overhead_s == pytest.approx(2 * (0.002 + 65 * 5e-6))
 
 
 def test_neuron_decode_has_no_gpu_framework_overhead(catalog, monkeypatch):

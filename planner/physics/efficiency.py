@@ -16,38 +16,46 @@ from __future__ import annotations
 
 from planner.hardware.catalog import Accelerator
 
-# Achieved share of peak HBM bandwidth when streaming weights and KV cache in decode. gpt-fast's
-# Llama-2-7B bf16 on one A100-80GB reads 1,397 of 2,039 GB/s (reference P-34); domain.md gives
-# 65-85% as the measured range.
-MEMORY_BANDWIDTH_EFFICIENCY = 0.85
+# Achieved share of peak HBM bandwidth when a decode GEMM streams its weights, and the fixed cost of each such GEMM
+# (filling the memory pipeline, draining the last wave): a GEMV takes bytes ÷ (share × bandwidth) + GEMM_KERNEL_TAIL_S.
+# Measured, not fitted: the least-squares line through one H100's cuBLAS GEMVs at M <= 8 that outlast a launch
+# (bench/data/device/h100-2026-11-24.json; `python bench/kernel_check.py`, decode_stream_fit): 0.920 and 6.8 us.
+# End to end those GEMVs reach 0.76-0.86 of peak; a share alone (fitted: 0.85-0.87) charged the fixed part in proportion
+# to the bytes and sat in a valley with DECODE_STEP_OVERHEAD_S that held-out folds crossed (without Argonne's rows the
+# fit went to 0.78 and a 1.3 ms step, and Argonne came out 10.5% fast; README, accuracy). A decode step pays the tail
+# for each of a layer's four GEMMs and the LM head (decode_overhead_s). gpt-fast's Llama-2-7B bf16 on one A100-80GB
+# reads 1,397 of 2,039 GB/s end to end (reference P-34); domain.md gives 65-85% as the measured range.
+MEMORY_BANDWIDTH_EFFICIENCY = 0.92
+GEMM_KERNEL_TAIL_S = 6.8e-06
 # The same share on GDDR6/GDDR7 parts (Accelerator.memory_technology: A10G, L4, L40S, RTX PRO 6000): board memory
 # chips lose more of their peak to DRAM row switches and read/write turnarounds than stacked HBM's many
 # independent channels. Fitted on the GDDR rows in the fit (philschmid's A10G: one A10G decodes Llama 3 8B at 0.74 of
 # 600 GB/s), prior the HBM share's; TensorRT-LLM's L40S and AccelMark's L4 rows are held out and check it (AccelMark's
 # L4 streams ~0.85 at batch 1). It scales the KV cache's share alike (kv_bandwidth).
-GDDR_BANDWIDTH_EFFICIENCY = 0.73
+GDDR_BANDWIDTH_EFFICIENCY = 0.75
 # Achieved share of peak HBM bandwidth when decode attention reads the KV cache. Paged-attention
 # kernels gather scattered blocks with one thread block per (sequence, head) and reach a lower share
 # than weight GEMV streams: vLLM's PagedAttention V1/V2 decode kernels sit well below the roof at
 # long contexts, FlashInfer's reach 70-90% only with split-KV (Ye et al., FlashInfer, arXiv
 # 2501.01005, Fig. 7). Prior: the weight-stream share until data says otherwise (bench/calibrate.py).
-KV_BANDWIDTH_EFFICIENCY = 0.75
+KV_BANDWIDTH_EFFICIENCY = 0.77
 # Fixed cost of one decode step on a GPU that no roof covers: the engine's scheduler and input
 # preparation on the CPU, kernel launches the CUDA graph does not hide, sampling and detokenisation.
 # vLLM's v0.6 profiling found the GPU idle for much of each step at small batch from this CPU work
 # (vLLM blog 2024-09-05, "vLLM v0.6.0: 2.7x throughput improvement and 5x latency reduction").
-DECODE_STEP_OVERHEAD_S = 0.002
+DECODE_STEP_OVERHEAD_S = 0.0017
 # Extra cost of each tensor-parallel all-reduce in decode beyond the collective's own latency
 # (planner/physics/collectives.py): every all-reduce is a barrier, so each layer waits for the slowest
 # rank's kernel launches (the launch skew between ranks), twice per layer per step.
-TP_SYNC_OVERHEAD_S = 8e-06
+TP_SYNC_OVERHEAD_S = 2e-06
 # Weight-only quantised kernels dequantise on the fly and reach less of the roof (gpt-fast int8 and
 # int4-g32 rows, reference P-35..P-41). Since the embedding lookup (the 16-bit table no longer counted in the
 # stream) the fit finds int8 kernels at 0.83-1.0 of 16-bit ones (1.0 at the refit with the all-reduce curves and the
 # elementwise kernels; 0.83 at the rounded roofline, 0.81 before the lookup) and int4 at 0.74-0.85: a weakly held
 # pair, as AccelMark's held-out w8a16/w4a16 rows are its only check (fitted in, they pull it back to 0.83/0.74:
-# bench/calibrate.py, EVALUATED_ONLY_SOURCES). 0.93/0.75 since the refit that read LMDeploy's first tokens as TurboMind emits them.
-QUANTISED_BANDWIDTH_FACTOR = {"int8": 0.93, "int4": 0.75}
+# bench/calibrate.py, EVALUATED_ONLY_SOURCES); 0.93/0.75 when LMDeploy's first tokens were read as TurboMind emits
+# them, 1.0/0.89 since the weight stream's share and per-kernel cost are measured.
+QUANTISED_BANDWIDTH_FACTOR = {"int8": 1.0, "int4": 0.89}
 # MXFP4/NVFP4 weight kernels dequantise 4-bit blocks the same way; no published decode row isolates
 # them yet, so int4's fitted factor stands in (issue 28).
 FOUR_BIT_FORMATS = {"mxfp4": "int4", "nvfp4": "int4"}
@@ -55,7 +63,7 @@ FOUR_BIT_FORMATS = {"mxfp4": "int4", "nvfp4": "int4"}
 # tile quantisation, kernel gaps), per CUDA compute-capability generation, on the eager kernel stack
 # (training.kernels; a fused stack's is FUSED_KERNELS_FACTOR times it): Hopper reaches a lower share of its
 # higher peak than Ampere (MosaicML's H100 and A100 rows, one code base). Hopper's 0.53 since the non-GEMM traffic is
-# measured rather than fitted beside it (NONMATMUL_BYTES_PER_TOKEN_HIDDEN) and the refit that read LMDeploy's first tokens as TurboMind emits them; 0.49 since compiled stacks are
+# measured rather than fitted beside it (NONMATMUL_BYTES_PER_TOKEN_HIDDEN); 0.49 since compiled stacks are
 # charged no eager non-GEMM traffic (COMPILED_NONMATMUL_SHARE: torchtitan's, torchtune's, IBM's and OLMo-core's
 # rows are GEMMs and attention, and run below what a 0.58 share gave them) and collectives across nodes are measured
 # (planner/physics/collectives.py); 0.58 before.
@@ -64,7 +72,8 @@ GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.67, "9": 0.53}
 # lower it, FP8's larger tiles at the same shapes raise it (the casts of every GEMM's operands are charged on their
 # own, planner/physics/fp8_casts.py); fitted on the FP8 training rows (NeMo's and DGX Cloud's Llama 3 and GPT-3 on
 # H100, torchtitan's FP8 FSDP rows), and never past the measured FP8 roof (GEMM_KERNEL_ROOF). The fit, 0.84 (0.86
-# before the non-GEMM traffic was measured, 0.84 before the compiled stack and the measured collectives across nodes, 0.94 before every source weighed the same,
+# before the non-GEMM traffic was measured, 0.84 before the compiled stack and the measured collectives across
+# nodes, 0.94 before every source weighed the same,
 # bench/calibrate.py source_balanced_errors), sits near the ratio measured on one H100's 8192³ GEMMs (FP8 0.71 of
 # its peak ÷ BF16 0.79 of its = 0.90, bench/kernel_check.py); prefill has its own factor
 # (PREFILL_FP8_GEMM_EFFICIENCY_FACTOR).
@@ -138,11 +147,11 @@ ROOFLINE_SHARPNESS = 3.0
 # GEMM of b·k/E rows (vLLM's Triton fused_moe, TensorRT-LLM's MoE plugin), and its time grows with the batch after
 # every expert's weights are already read. Measured, not fitted on any reference row: vLLM PR #4002's
 # benchmark_latency runs of Mixtral-8x22B on A100-80GB at TP 4 and TP 8, the latency's growth from batch 8 to 16 and
-# 32 (bench/moe_kernel_check.py: within 10% at 0.23, 27-59% short without it; 0.22 before the refit that read LMDeploy's first tokens as TurboMind emits them,
-# which refitted the decode constants). Checked on PR #3240 (Mixtral-8x7B, TP 2, A100) and PR #2542 (TP 8, H100), which
-# took no part: growth from batch 8 to 64 short by 18-60% at 0.23, 26-63% without (median 39.5% against 44.4%); what
-# else grows with their 1,000-token prompts is not explained.
-MOE_GROUPED_GEMM_EFFICIENCY = 0.23
+# 32 (bench/moe_kernel_check.py: within 10% at 0.23, 27-59% short without it; 0.22 before the decode refit that read
+# LMDeploy's first tokens as TurboMind emits them). Checked on PR #3240 (Mixtral-8x7B, TP 2, A100) and PR #2542
+# (TP 8, H100), which took no part: growth from batch 8 to 64 short by 18-60% at 0.23, 26-63% without (median 39.5%
+# against 44.4%); what else grows with their 1,000-token prompts is not explained.
+MOE_GROUPED_GEMM_EFFICIENCY = 0.21
 # FP8 prefill's share relative to BF16 prefill's: the FP8 factor of the same fit (9957dbc), for the same reason; in
 # training the FP8 share now stops at the measured FP8 roof, so the training rows no longer inform a prefill factor.
 PREFILL_FP8_GEMM_EFFICIENCY_FACTOR = 1.14
@@ -368,11 +377,13 @@ def kv_bandwidth(accel: Accelerator) -> float:
 
 
 def decode_overhead_s(accel: Accelerator, tp: int, layers_per_stage: float) -> float:
-    """Per decode step, the fixed framework cost plus the TP barriers' launch skew (2 all-reduces per
-    layer). Neuron runs a compiled graph whose collective latency NEURON_COLLECTIVE_LATENCY_S covers."""
+    """Per decode step, the fixed framework cost, each weight GEMM's measured tail (a layer's QKV, output, up and down
+    projections and the LM head) and the TP barriers' launch skew (2 all-reduces per layer). Neuron runs a compiled
+    graph whose collective latency NEURON_COLLECTIVE_LATENCY_S covers."""
     if accel.is_neuron:
         return 0.0
-    return DECODE_STEP_OVERHEAD_S + (2 * layers_per_stage * TP_SYNC_OVERHEAD_S if tp > 1 else 0.0)
+    return (DECODE_STEP_OVERHEAD_S + GEMM_KERNEL_TAIL_S * (4 * layers_per_stage + 1)
+            + (2 * layers_per_stage * TP_SYNC_OVERHEAD_S if tp > 1 else 0.0))
 
 
 def effective_bandwidth(accel: Accelerator, precision: str) -> float:
