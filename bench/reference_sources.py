@@ -41,7 +41,8 @@ INSTANCE_FOR = {"A100-40GB": "p4d.24xlarge", "A100-80GB": "p4de.24xlarge", "H100
 # replica_estimate at the compiled batch and `max_context_tokens`' buckets. `itl_definition:
 # llmperf-end-to-end` marks LLMPerf's ITL (TTFT included). `identical_prompts: true` marks a static batch of copies
 # of one prompt decoded greedily: a MoE batch of them touches one sequence's experts (performance.decode_step
-# routed_sequences).
+# routed_sequences). `first_token: decoder-step` marks an engine whose context pass leaves each prompt's last token to
+# the decoder step that emits the first one (TurboMind at LMDeploy 0.1.0a1; bench/reference_serving.py).
 NEURON_INSTANCE_FOR = {"Trainium2": "trn2.48xlarge", "Inferentia2": "inf2.48xlarge", "Trainium": "trn1.32xlarge"}
 CHECKPOINTING = {"none": "none", "selective": "selective", "full": "full"}
 ARCH_FIELDS = set(Architecture.model_fields)
