@@ -28,7 +28,7 @@ def routed_expert_share(arch: Architecture) -> float:
         return 0.0
     routed = arch.experts  # experts counts the routed ones; shared experts sit beside them (models.yaml)
     k = arch.active_experts
-    if routed <= 0 or k >= routed:
+    if k >= routed:  # every expert runs for every token
         return 0.0
     return min(1.0, (arch.params - arch.params_per_token) / (arch.params * (1 - k / routed)))
 

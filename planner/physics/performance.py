@@ -17,7 +17,7 @@ from planner.physics.collectives import inter_node_bytes_per_s, intra_node_bytes
 from planner.physics.elementwise import elementwise_s
 from planner.physics.expert_parallel import all_to_all_s, routed_active_params, routed_expert_bytes, tokens_per_node
 from planner.physics.memory import (attention_padding_params, kv_bytes_per_sequence, kv_shard_fraction,
-                                    lookup_weight_bytes, sharded_weight_bytes, streamed_weight_bytes, weight_bytes)
+                                    lookup_weight_bytes, sharded_weight_bytes, streamed_weight_bytes)
 from planner.workload.presets import Architecture
 from planner.physics.prefill_compute import prefill_compute_s
 from planner.physics.prefix import prefix_cached_tokens
