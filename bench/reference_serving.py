@@ -113,12 +113,15 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
     are prefilled together, then it decodes in lock-step (ITL at the mean context); throughput =
     batch · output ÷ the waves' total time, TTFT and ITL the means over the requests; an engine whose decoder emits the
     first token (`first_token: decoder-step`, TurboMind at LMDeploy 0.1.0a1) prefills all but each prompt's last
-    token, and its first token waits for the wave's next decode step. trtllm-bench rows
+    token, and its first token waits for the wave's next decode step. Closed-loop rows whose requests arrive together
+    every round (`queue: convoy`: equal output lengths on an engine that prefills before it decodes) are read as
+    that convoy (closed_loop.convoy), `prefill_token_budget` tokens of prompts prefilled at a time, unless the
+    clients outgrow the KV slots (then as above). trtllm-bench rows
     (every request queued at once): bench/offline_rows.py, output tokens/s only. `platform` ("gpu" or "neuron")
     and `skip_sources` leave rows out before they are predicted (the fit's objective: the same rows, faster); a
     source's rows are strided first, so the rows kept are the ones a full call keeps."""
     from planner.physics import efficiency
-    from planner.physics.closed_loop import slot_wait_s
+    from planner.physics.closed_loop import convoy, slot_wait_s
     from planner.physics.kv_capacity import resident_sequences, static_batch
     from planner.physics.neuron_serving import compiled_batch_serving, llmperf_itl_s
     from planner.physics.performance import decode_step, prefill_s
@@ -148,6 +151,13 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
                 tps, ttft, itl = waves.output_tokens_per_s, waves.time_to_first_token_s, waves.inter_token_latency_s
             elif is_trtllm_bench(r):
                 tps, ttft, itl = predict_offline(arch, accel, itype, r).output_tokens_per_s, None, None
+            elif r.get("queue") == "convoy" and b <= resident_sequences(arch, accel, w, kv, r["tp"], prompt + n // 2):
+                # every round's requests arrive together and are prefilled before any decode (closed_loop.convoy)
+                tp, budget = r["tp"], r["prefill_token_budget"]
+                c = convoy(b, max(1, budget // prompt), n, lambda k: prefill_s(arch, accel, w, tp, 1, prompt, itype, prompts=k),
+                           decode_step(arch, accel, w, kv, tp, 1, b, prompt + n / 2).seconds,
+                           efficiency.request_overhead_s(accel))
+                tps, ttft, itl = c.output_tokens_per_s, c.time_to_first_token_s, c.inter_token_latency_s
             elif r["load"] == "closed-loop":  # the planner's own estimate (Neuron: compiled shapes and buckets)
                 e = replica_estimate(arch, accel, w, kv, r["tp"], 1, b, prompt, n, itype,
                                      max_context_tokens=r.get("max_context_tokens"), compiled_batch=r.get("compiled_batch"))

@@ -42,7 +42,9 @@ INSTANCE_FOR = {"A100-40GB": "p4d.24xlarge", "A100-80GB": "p4de.24xlarge", "H100
 # llmperf-end-to-end` marks LLMPerf's ITL (TTFT included). `identical_prompts: true` marks a static batch of copies
 # of one prompt decoded greedily: a MoE batch of them touches one sequence's experts (performance.decode_step
 # routed_sequences). `first_token: decoder-step` marks an engine whose context pass leaves each prompt's last token to
-# the decoder step that emits the first one (TurboMind at LMDeploy 0.1.0a1; bench/reference_serving.py).
+# the decoder step that emits the first one (TurboMind at LMDeploy 0.1.0a1; bench/reference_serving.py). `queue: convoy`
+# marks a closed loop whose requests arrive together every round (equal output lengths on an engine that prefills every
+# waiting prompt before it decodes, `prefill_token_budget` tokens of prompts at a time: planner/physics/closed_loop.convoy).
 NEURON_INSTANCE_FOR = {"Trainium2": "trn2.48xlarge", "Inferentia2": "inf2.48xlarge", "Trainium": "trn1.32xlarge"}
 CHECKPOINTING = {"none": "none", "selective": "selective", "full": "full"}
 ARCH_FIELDS = set(Architecture.model_fields)
