@@ -131,6 +131,21 @@ def table(loso: dict, in_sample: dict) -> list[str]:
     return lines
 
 
+def source_table(held: list[Row] | tuple[Row, ...]) -> list[str]:
+    """Per class and source, the held-out rows' median |error| and signed median: which sources a class's error
+    comes from (each source predicted with the constants fitted without it)."""
+    groups: dict[tuple[str, str, str], list[Row]] = {}
+    for r in held:
+        groups.setdefault((r.platform, r.metric, r.source), []).append(r)
+    lines = ["| platform | metric | source | rows | LOSO median abs. error | LOSO signed median |",
+             "|---|---|---|---:|---:|---:|"]
+    for (platform, metric, source), group in sorted(groups.items()):
+        lines.append(f"| {platform} | {metric} | {source} | {len(group)} | "
+                     f"{statistics.median(abs(r.error) for r in group):.1%} | "
+                     f"{statistics.median(r.error for r in group):+.1%} |")
+    return lines
+
+
 # The band a plan carries must hold TARGET_COVERAGE of the runs of a source it never saw, not only of the rows it
 # was drawn from (those it holds by construction). Drawn from the other sources' rows, the plain 10th-90th
 # percentile band held 50-77% of a held-out source's rows on the GPU classes (issue 25's target is 75%): sources
@@ -325,6 +340,8 @@ def main() -> None:
     print()
     print(planner_chosen_line(held, catalog))
     print("\n".join(table(class_summary(held), class_summary(list(fitted.values())))))
+    print("By source (where each class's held-out error comes from):")
+    print("\n".join(source_table(held)))
     print(f"80% bands on a source they never saw (each source against the band of the others' rows; widened to "
           f"hold {TARGET_COVERAGE:.0%}):")
     for key, entry in band_classes(held).items():

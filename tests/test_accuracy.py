@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from bench.accuracy import (TARGET_COVERAGE, TARGETS, WIDENING_GRID, band_classes, class_summary,
-                            compared_without_constants, held_out_share, widened)
+                            compared_without_constants, held_out_share, source_table, widened)
 from bench.reference_cases import Row, all_rows
 from planner.physics.bands import bands
 
@@ -64,6 +64,14 @@ def test_a_band_is_widened_until_it_holds_a_source_it_never_saw():
     previous = WIDENING_GRID[WIDENING_GRID.index(entry["widening"]) - 1]
     assert held_out_share(rows, previous) < TARGET_COVERAGE
     assert (entry["q10"], entry["q90"]) == pytest.approx(widened(*entry["percentiles"], entry["widening"]), abs=1e-4)
+
+
+def test_the_source_table_says_which_source_a_class_misses():
+    """Per class and source: rows, median |error| and signed median of the held-out rows, sorted. Predicted 1 against
+    measured 0.8, 1.25 and 1.6 is +25%, -20% and -37.5%; against 0.5, +100%."""
+    rows = [_row("b", 0.8, 0), _row("b", 1.25, 1), _row("b", 1.6, 2), _row("a", 0.5, 3)]
+    assert source_table(rows)[2:] == ["| gpu | ITL | a | 1 | 100.0% | +100.0% |",
+                                      "| gpu | ITL | b | 3 | 25.0% | -20.0% |"]
 
 
 def test_a_class_of_one_source_keeps_its_percentiles():
