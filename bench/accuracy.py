@@ -132,17 +132,14 @@ def table(loso: dict, in_sample: dict) -> list[str]:
 
 
 def source_table(held: list[Row] | tuple[Row, ...]) -> list[str]:
-    """Per class and source, the held-out rows' median |error| and signed median: which sources a class's error
-    comes from (each source predicted with the constants fitted without it)."""
-    groups: dict[tuple[str, str, str], list[Row]] = {}
-    for r in held:
-        groups.setdefault((r.platform, r.metric, r.source), []).append(r)
+    """Per source, each class's held-out rows' median |error| and signed median (summary): which sources a class's
+    error comes from (each source predicted with the constants fitted without it)."""
     lines = ["| platform | metric | source | rows | LOSO median abs. error | LOSO signed median |",
              "|---|---|---|---:|---:|---:|"]
-    for (platform, metric, source), group in sorted(groups.items()):
-        lines.append(f"| {platform} | {metric} | {source} | {len(group)} | "
-                     f"{statistics.median(abs(r.error) for r in group):.1%} | "
-                     f"{statistics.median(r.error for r in group):+.1%} |")
+    for source in sorted({r.source for r in held}):
+        for (platform, metric), s in sorted(summary([r for r in held if r.source == source]).items()):
+            lines.append(f"| {platform} | {metric} | {source} | {s['rows']} | {s['median_abs']:.1%} | "
+                         f"{s['signed_median']:+.1%} |")
     return lines
 
 

@@ -154,8 +154,10 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
             elif r.get("queue") == "convoy" and b <= resident_sequences(arch, accel, w, kv, r["tp"], prompt + n // 2):
                 # every round's requests arrive together and are prefilled before any decode (closed_loop.convoy)
                 tp, budget = r["tp"], r["prefill_token_budget"]
-                c = convoy(b, max(1, budget // prompt), n, lambda k: prefill_s(arch, accel, w, tp, 1, prompt, itype, prompts=k),
-                           decode_step(arch, accel, w, kv, tp, 1, b, prompt + n / 2).seconds,
+                round_step_s = decode_step(arch, accel, w, kv, tp, 1, b, prompt + n / 2,
+                                           routed_sequences=routed_batch(r, b)).seconds
+                c = convoy(b, max(1, budget // prompt), n,
+                           lambda k: prefill_s(arch, accel, w, tp, 1, prompt, itype, prompts=k), round_step_s,
                            efficiency.request_overhead_s(accel))
                 tps, ttft, itl = c.output_tokens_per_s, c.time_to_first_token_s, c.inter_token_latency_s
             elif r["load"] == "closed-loop":  # the planner's own estimate (Neuron: compiled shapes and buckets)

@@ -18,14 +18,16 @@ service is deterministic, and MVA's wait is then an upper estimate while the cli
 the queue's physical bound (clients − 1 prefills); clients that arrive together every round wait longer (convoy,
 below: the benchmark rows that show it, not a replica the planner deploys, whose engine chunks its prefills).
 It replaces Kingman's open-queue formula (ρ/(1 − ρ) · c_a²/2 · S), which assumed Poisson arrivals from
-infinitely many clients and grew without bound as ρ → 1: NIM's 5,000-token Llama-3.1-70B rows at 5-50 users sat 15-21% fast under it.
+infinitely many clients and grew without bound as ρ → 1: NIM's 5,000-token Llama-3.1-70B rows at 5-50 users sat
+15-21% fast under it.
 No constant is fitted.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
+
+from planner.physics.kv_capacity import StaticBatch
 
 
 def prefill_wait_s(clients: int, prefill_s: float, think_s: float) -> float:
@@ -49,15 +51,8 @@ def slot_wait_s(clients: int, slots: int, request_s: float) -> float:
     return request_s * (clients / slots - 1)
 
 
-@dataclass(frozen=True)
-class Convoy:
-    output_tokens_per_s: float
-    time_to_first_token_s: float  # mean over a round's requests
-    inter_token_latency_s: float  # mean over a round's requests: (request − first token) ÷ (output − 1)
-
-
 def convoy(clients: int, prompts_per_prefill: int, output_tokens: int, prefill_s: Callable[[int], float],
-           step_s: float, overhead_s: float = 0.0) -> Convoy:
+           step_s: float, overhead_s: float = 0.0) -> StaticBatch:
     """A closed loop whose clients' requests arrive together every round, on an engine that runs every waiting
     prefill before any decode step (vLLM's V0 scheduler without chunked prefill, `_schedule_default`: "Don't
     schedule decodes if prefills are scheduled", vllm-project/vllm vllm/core/scheduler.py @0054e1fa). The round's
@@ -66,8 +61,9 @@ def convoy(clients: int, prompts_per_prefill: int, output_tokens: int, prefill_s
     each, all of them resident) and, with equal output lengths, finish in the same step and send their next
     requests together: the convoy re-forms every round. The j-th group's first token comes after j group
     prefills (`prefill_s(k)`: a group of k prompts) after the request's fixed cost (`overhead_s`, every client's
-    at once), so a new prompt waits (groups − 1) ÷ 2 prefills on average: the deterministic bound mean-value analysis (prefill_wait_s) stays
-    under, since it takes the clients' arrivals to be spread. No constant."""
+    at once), so a new prompt waits (groups − 1) ÷ 2 prefills on average: the deterministic bound that mean-value
+    analysis (prefill_wait_s) stays under, since it takes the clients' arrivals to be spread. The round is one wave of
+    kv_capacity.static_batch's kind whose first tokens come group by group. No constant."""
     group = max(1, min(prompts_per_prefill, clients))
     sizes = [group] * (clients // group) + ([clients % group] if clients % group else [])
     elapsed, first_sum = overhead_s, 0.0
@@ -76,5 +72,5 @@ def convoy(clients: int, prompts_per_prefill: int, output_tokens: int, prefill_s
         first_sum += k * elapsed
     round_s = elapsed + (output_tokens - 1) * step_s
     mean_first = first_sum / clients
-    return Convoy(clients * output_tokens / round_s, mean_first,
-                  (round_s - mean_first) / (output_tokens - 1) if output_tokens > 1 else 0.0)
+    return StaticBatch(clients * output_tokens / round_s, mean_first,
+                       (round_s - mean_first) / (output_tokens - 1) if output_tokens > 1 else 0.0, waves=1)
