@@ -117,7 +117,7 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     experts' work on all tokens spread evenly, their grouped GEMMs at their own share as in performance.decode_step);
     no TP all-reduce, a dispatch and a combine per MoE layer."""
     from planner.physics.performance import (DecodeStep, grouped_expert_gemm_s, grouped_expert_params,
-                                             moe_weight_bytes_read)
+                                             moe_weight_bytes_read, weight_gemms_per_step)
 
     local = rank_sequences(batch, ranks)
     read = moe_weight_bytes_read(arch, precision, batch)
@@ -135,7 +135,7 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
                  / (accel.peak_flops(attention_precision(linear_precision))
                     * efficiency.decode_attention_efficiency(accel)))
     comm_s = all_to_all_s(arch, batch, ranks, itype, accel)
-    overhead_s = efficiency.decode_overhead_s(accel, 1, arch.layers)
+    overhead_s = efficiency.decode_overhead_s(accel, 1, arch.layers, weight_gemms_per_step(arch))
     step_s = efficiency.roofline_s(accel, stream_s, compute_s) + expert_s + elementwise + comm_s + overhead_s
     return DecodeStep(step_s, stream_s + elementwise, compute_s + expert_s, comm_s, overhead_s)
 

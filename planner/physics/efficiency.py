@@ -376,13 +376,13 @@ def kv_bandwidth(accel: Accelerator) -> float:
     return accel.memory_bandwidth_gb_s * 1e9 * share
 
 
-def decode_overhead_s(accel: Accelerator, tp: int, layers_per_stage: float) -> float:
-    """Per decode step, the fixed framework cost, each weight GEMM's measured tail (a layer's QKV, output, up and down
-    projections and the LM head) and the TP barriers' launch skew (2 all-reduces per layer). Neuron runs a compiled
-    graph whose collective latency NEURON_COLLECTIVE_LATENCY_S covers."""
+def decode_overhead_s(accel: Accelerator, tp: int, layers_per_stage: float, gemms_per_stage: float) -> float:
+    """Per decode step of a pipeline stage, the fixed framework cost, each weight GEMM's measured tail (the stage's
+    share of performance.weight_gemms_per_step) and the TP barriers' launch skew (2 all-reduces per layer). Neuron
+    runs a compiled graph whose collective latency NEURON_COLLECTIVE_LATENCY_S covers."""
     if accel.is_neuron:
         return 0.0
-    return (DECODE_STEP_OVERHEAD_S + GEMM_KERNEL_TAIL_S * (4 * layers_per_stage + 1)
+    return (DECODE_STEP_OVERHEAD_S + GEMM_KERNEL_TAIL_S * gemms_per_stage
             + (2 * layers_per_stage * TP_SYNC_OVERHEAD_S if tp > 1 else 0.0))
 
 

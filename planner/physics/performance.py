@@ -58,6 +58,16 @@ def grouped_expert_gemm_s(arch: Architecture, accel: Accelerator, linear_precisi
         accel.peak_flops(linear_precision) * efficiency.MOE_GROUPED_GEMM_EFFICIENCY)
 
 
+def weight_gemms_per_step(arch: Architecture) -> int:
+    """Weight GEMMs one decode step launches, each paying efficiency.GEMM_KERNEL_TAIL_S (vLLM's LlamaDecoderLayer and
+    MixtralMoE / DeepseekV2MoE forwards): per layer the attention's fused QKV and output projections and the MLP's fused
+    gate-up and down projections, which a MoE layer runs as the routed experts' two grouped GEMMs after its router's
+    own GEMM (hidden → experts), with its shared experts' gate-up and down beside them; the LM head once a step, on
+    the last pipeline stage. Multi-head latent attention's extra down- and up-projections are counted as GQA's two."""
+    shared = 2 if arch.shared_experts else 0
+    return 4 * arch.layers + arch.moe_layers * (1 + shared) + 1
+
+
 @dataclass(frozen=True)
 class DecodeStep:
     seconds: float
@@ -111,7 +121,7 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     comm_s = 2 * arch.layers / pp * intra_node_ring_s(activation, tp, accel) if tp > 1 else 0.0
     if ep_nodes > 1 and itype is not None:
         comm_s += all_to_all_s(arch, batch, ep_nodes, itype, accel)
-    overhead_s = efficiency.decode_overhead_s(accel, tp, arch.layers / pp)
+    overhead_s = efficiency.decode_overhead_s(accel, tp, arch.layers / pp, weight_gemms_per_step(arch) / pp)
     # Per-kernel roofline (Williams et al., "Roofline", CACM 2009, per kernel): a layer's GEMMs (weight
     # stream vs their FLOPs) and its attention kernel (KV stream vs its FLOPs) run one after another on
     # the stream, so each is bound by its own roof (its corner rounded, efficiency.roofline_s: near the ridge a kernel
