@@ -87,9 +87,9 @@ def serving_kv(row: dict) -> str:
 
 def in_model_tokens(row: dict) -> dict:
     """The row with its lengths, tokens/s and ITL in the served model's own tokens. A harness that counts tokens
-    with one tokenizer for every model (LLMPerf before mid-2024: Llama 2's 32,000 entries) states how many of its
-    tokens make one of the model's (`counted_tokens_per_model_token`); the planner prefills and decodes the
-    model's tokens. TTFT is a time and keeps its value."""
+    with one tokenizer for every model (LLMPerf's main branch, 2023-12 to 2024-12: Llama 2's 32,000 entries) states
+    how many of its tokens make one of the model's (`counted_tokens_per_model_token`); the planner prefills and
+    decodes the model's tokens. TTFT is a time and keeps its value."""
     ratio = row.get("counted_tokens_per_model_token")
     if not ratio:
         return row
@@ -123,7 +123,8 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
     from planner.physics import efficiency
     from planner.physics.closed_loop import convoy, slot_wait_s
     from planner.physics.kv_capacity import resident_sequences, static_batch
-    from planner.physics.neuron_serving import compiled_batch_serving, llmperf_itl_s
+    from planner.physics.neuron_serving import (bucketed_shapes, compiled_batch_serving, llmperf_itl_s,
+                                                tgi_transformers_neuronx_shapes)
     from planner.physics.performance import decode_step, prefill_s
     from planner.physics.replica_serving import replica_estimate
 
@@ -146,8 +147,9 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
             w, kv = serving_weights(r), serving_kv(r)
             b, prompt, n = r["concurrency"], r["prompt_tokens"], r["output_tokens"]
             if neuron and r.get("compiled_batch") and r.get("engine") == "tgi":  # a wave's prompts, then its decode
-                waves = compiled_batch_serving(arch, accel, w, kv, r["tp"], r["compiled_batch"], b, prompt, n, itype,
-                                               r.get("max_context_tokens"))
+                shapes = (tgi_transformers_neuronx_shapes(r["compiled_batch"], prompt, n, r["compiled_sequence_tokens"])
+                          if r.get("compiled_sequence_tokens") else bucketed_shapes(prompt, n, r.get("max_context_tokens")))
+                waves = compiled_batch_serving(arch, accel, w, kv, r["tp"], r["compiled_batch"], b, prompt, n, itype, shapes)
                 tps, ttft, itl = waves.output_tokens_per_s, waves.time_to_first_token_s, waves.inter_token_latency_s
             elif is_trtllm_bench(r):
                 tps, ttft, itl = predict_offline(arch, accel, itype, r).output_tokens_per_s, None, None

@@ -160,7 +160,8 @@ def test_a_held_out_neuron_fit_is_a_fixed_point_of_its_groups():
     """Neuron's groups read each other's constants (the serving rows the link share, the training rows the collective
     latency), so a fit is done when another pass over the groups moves nothing. Without AWS's own tables one pass had
     left HBM share 0.74, link 0.6 and GEMM 0.41; the fixed point was 0.72, 0.7 and 0.38, and is 0.71, 0.65 and 0.40
-    since the training pair is searched on its joint grid (test_a_two_constant_group_is_searched_on_its_joint_grid)."""
+    since the training pair is searched on its joint grid (test_a_two_constant_group_is_searched_on_its_joint_grid);
+    HBM share 0.81 since optimum-neuron's 2024 TGI rows are read at their compiled shapes and in Llama 3's tokens."""
     with calibrate.restored():
         fitted = calibrate.fit(without="neuron-inference", platforms=("neuron",))
         for group, names in calibrate.NEURON_GROUPS.items():
@@ -169,7 +170,7 @@ def test_a_held_out_neuron_fit_is_a_fixed_point_of_its_groups():
         again = {name: get() for name, (get, *_) in calibrate.NEURON_PARAMETERS.items()}
     assert again == {name: fitted[name] for name in again}
     assert (fitted["NEURON_MEMORY_BANDWIDTH_EFFICIENCY"], fitted["NEURON_LINK_EFFICIENCY"],
-            fitted["NEURON_GEMM_EFFICIENCY"]) == (0.71, 0.65, 0.4)
+            fitted["NEURON_GEMM_EFFICIENCY"]) == (0.81, 0.65, 0.4)
 
 
 def test_a_two_constant_group_is_searched_on_its_joint_grid(catalog):
@@ -194,8 +195,10 @@ def test_a_two_constant_group_is_searched_on_its_joint_grid(catalog):
 def test_each_neuron_training_source_is_predicted_from_the_other(catalog):
     """AWS's table (five NeuronX Distributed runs) and HyperPod's two Llama 3 70B runs (awsome-distributed-training,
     16 trn1.32xlarge): held out, each is predicted with the training pair fitted on the other. HyperPod's rows land
-    within 15% (the SDK 2.21.0 run 14% slow, 2.19.1 within 1%) and the seven rows' median is 12.4% (signed -2.6%); with
-    AWS's table the only source its fold fell back to the priors (GEMM 0.60, link 0.75) and read it 30% fast."""
+    within 15% (the SDK 2.21.0 run 14% slow, 2.19.1 within 1%) and the seven rows' median is 8.1% (signed -5.7%; 12.4%
+    and -2.6% before the serving constants the training rows read were refitted on TGI's 2024 rows in Llama 3's
+    tokens: AWS's Llama 2 13B row +32% -> +11%); with AWS's table the only source its fold fell back to the priors
+    (GEMM 0.60, link 0.75) and read it 30% fast."""
     from statistics import median
 
     errors = {}
@@ -205,5 +208,5 @@ def test_each_neuron_training_source_is_predicted_from_the_other(catalog):
             errors |= {r.id: r.error for r in all_rows(catalog, "neuron", kind="training") if r.source == source}
     assert len(errors) == 7
     assert abs(errors["HYPERPOD-Llama3-70B-sdk2.21"]) < 0.15 and abs(errors["HYPERPOD-Llama3-70B-sdk2.19.1"]) < 0.01
-    assert median(abs(e) for e in errors.values()) == pytest.approx(0.124, abs=0.002)
-    assert median(errors.values()) == pytest.approx(-0.026, abs=0.002)
+    assert median(abs(e) for e in errors.values()) == pytest.approx(0.081, abs=0.002)
+    assert median(errors.values()) == pytest.approx(-0.057, abs=0.002)

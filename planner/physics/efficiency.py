@@ -210,27 +210,32 @@ NEURON_NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 408
 # planner/physics/neuron_serving.py), bench/data/reference/. Trainium2 rows are compared, not fitted.
 # Achieved share of a NeuronCore's HBM bandwidth when decode streams weights and KV cache (0.53 before decode attention
 # had its own share, NEURON_DECODE_ATTENTION_EFFICIENCY, whose cost it stood in for; 0.89 before the training pair
-# was searched on its joint grid and the serving group refitted beside link 0.65).
-NEURON_MEMORY_BANDWIDTH_EFFICIENCY = 0.92
+# was searched on its joint grid and the serving group refitted beside link 0.65; 0.92 before optimum-neuron's 2024 TGI
+# rows were read at the shapes optimum-neuron 0.0.20-0.0.26 compiles and in the model's tokens, not LLMPerf's Llama 2
+# ones: the two misreadings had made TGI's decode steps look 30% faster than AWS's table for the same shape).
+NEURON_MEMORY_BANDWIDTH_EFFICIENCY = 0.76
 # Fixed cost of one collective among NeuronCores (the decode all-reduces are latency-bound: an 8B
-# model at TP 24 reads 0.3 GB per core per step yet takes 6.4 ms, 0.2 ms per layer).
-NEURON_COLLECTIVE_LATENCY_S = 9.5e-05
+# model at TP 24 reads 0.3 GB per core per step yet takes 6.4 ms, 0.2 ms per layer; 95 us before TGI's 2024 rows were
+# read at their compiled shapes and in the model's tokens).
+NEURON_COLLECTIVE_LATENCY_S = 8e-05
 # Achieved share of NeuronLink bandwidth in ring collectives: fitted with NEURON_GEMM_EFFICIENCY on the training
 # rows, whose TP and gradient collectives are bandwidth-bound (bench/calibrate.py NEURON_GROUPS): 0.65 with GEMM 0.40,
 # the floor of the pair's joint grid over AWS's table and HyperPod's Llama 3 70B runs (0.6 with 0.41 was where one
 # constant at a time stalled in their diagonal valley; bench/calibrate.py _grid_search).
 NEURON_LINK_EFFICIENCY = 0.65
 # Fixed cost of a request before its first token on Neuron: the host-side launch of the compiled
-# context-encoding graph and its I/O (128-token prompts take 25-29 ms on inf2 for 0.1 GFLOP of work).
-NEURON_REQUEST_OVERHEAD_S = 0.015
+# context-encoding graph and its I/O (128-token prompts take 25-29 ms on inf2 for 0.1 GFLOP of work; 15 ms before TGI's
+# 2024 rows were read at their compiled shapes and in the model's tokens).
+NEURON_REQUEST_OVERHEAD_S = 0.019
 # Share of a collective that hides behind compute on Neuron: not fitted. A NeuronDevice runs collectives on dedicated
 # collective-communication cores (6 CC-Cores per Trainium/Inferentia2 device, 20 per Trainium2), not on the compute
 # engines: "Dedicated engine for collective communication, allows for overlapping computation and communication"
 # (AWS Neuron docs, Neuron Glossary; NKI Trainium/Inferentia2 and Trainium2 architecture guides). So the GPU's
 # COMM_OVERLAP, whose loss is NCCL taking SMs, does not apply.
 NEURON_COMM_OVERLAP = 1.0
-# Share of a NeuronCore's peak BF16 FLOP/s that context encoding (prefill) sustains.
-NEURON_PREFILL_EFFICIENCY = 0.32
+# Share of a NeuronCore's peak BF16 FLOP/s that context encoding (prefill) sustains (0.32 before TGI's 2024 rows encoded
+# each prompt at its compiled shape: neuron_serving.tgi_transformers_neuronx_shapes).
+NEURON_PREFILL_EFFICIENCY = 0.34
 # Share of peak BF16 FLOP/s that NeuronX Distributed training GEMMs sustain (fitted on the training rows alone, with
 # NEURON_LINK_EFFICIENCY on their joint grid).
 NEURON_GEMM_EFFICIENCY = 0.4

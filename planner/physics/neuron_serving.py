@@ -13,12 +13,15 @@ and leave together, so the server runs them in waves of k = min(remaining, B): k
 to back (k × P, every first token of the wave waits for all of them), then output − 1 steps of
 the B-shaped graph. That is `kv_capacity.static_batch` with first_token_s(k) = overhead + k·P and
 step_s(k) = step(B): published trn1 bs8 TTFTs grow 1 : 2 : 3.9 : 7.8 at 1, 2, 4, 8 clients
-(optimum-neuron llama3-70b-trn1.32xlarge CSVs).
+(optimum-neuron llama3-70b-trn1.32xlarge CSVs). P and the step run the shapes the model was compiled for:
+NxD Inference's buckets (bucketed_shapes), or the whole compiled sequence where optimum-neuron 0.0.20-0.0.26
+exported TGI's model for continuous batching (tgi_transformers_neuronx_shapes).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from planner.hardware.catalog import Accelerator, InstanceType
 from planner.physics import efficiency
@@ -69,17 +72,61 @@ def decode_context_tokens(prompt_tokens: int, output_tokens: int, max_context_to
     return prompt_tokens + output_tokens / 2
 
 
+@dataclass(frozen=True)
+class RequestShapes:
+    """What one request runs through a model compiled ahead of time: its prompt's first `context_tokens` (padding
+    included) in the context-encoding graph, the next `token_steps` prompt tokens one at a time through the
+    token-generation graph at one sequence (attending over `token_step_context_tokens` on average), then each decode
+    step at the compiled batch attending over `decode_context_tokens`."""
+    context_tokens: int
+    token_steps: int
+    token_step_context_tokens: float
+    decode_context_tokens: float
+
+
+def bucketed_shapes(prompt_tokens: int, output_tokens: int, max_context_tokens: int | None) -> RequestShapes:
+    """NxD Inference's buckets and transformers-neuronx's with explicit buckets: the prompt at its context bucket
+    (context_bucket_tokens), each decode step at its token-generation bucket (decode_context_tokens)."""
+    return RequestShapes(max(prompt_tokens, context_bucket_tokens(prompt_tokens, max_context_tokens)), 0, 0.0,
+                          decode_context_tokens(prompt_tokens, output_tokens, max_context_tokens))
+
+
+def tgi_transformers_neuronx_shapes(compiled_batch: int, prompt_tokens: int, output_tokens: int,
+                                    sequence_tokens: int) -> RequestShapes:
+    """The shapes optimum-neuron 0.0.20-0.0.26 compiles for TGI (MAX_BATCH_SIZE = `compiled_batch`, MAX_TOTAL_TOKENS =
+    `sequence_tokens` S), read from huggingface/optimum-neuron at tags v0.0.20 (d10aaddf) to v0.0.26 (a8e10e3f),
+    optimum/neuron/modeling_decoder.py NeuronDecoderModel.__init__, and the transformers-neuronx it pins
+    (src/transformers_neuronx/bucket.py token_sizes / context_sizes, llama/model.py):
+    - a batch over 1 on Llama or Mistral exports continuous batching with n_positions = [S] and
+      context_length_estimate = [S]: one context graph of S positions at batch 1, which every new prompt is
+      right-padded to, and one token graph of the compiled batch over S positions, which every decode step runs;
+    - a batch of 1 exports n_positions = S: token buckets are the powers of two from 128 to S and context buckets
+      half of each, so a prompt is padded to the smallest context bucket that holds it, and one longer than S ÷ 2 runs
+      its first S ÷ 2 tokens in the context graph and the rest one at a time through the token graph (base.py
+      `context`); each decode step attends over its token bucket."""
+    if compiled_batch > 1:
+        return RequestShapes(sequence_tokens, 0, 0.0, float(sequence_tokens))
+    half = sequence_tokens // 2
+    context = min(half, max(SMALLEST_BUCKET_TOKENS // 2, 1 << math.ceil(math.log2(max(1, prompt_tokens)))))
+    steps = max(0, prompt_tokens - half)
+    return RequestShapes(context, steps, mean_bucket_tokens(half + 1, prompt_tokens, sequence_tokens) if steps else 0.0,
+                          decode_context_tokens(prompt_tokens, output_tokens, sequence_tokens))
+
+
 def compiled_batch_serving(arch: Architecture, core: Accelerator, precision: str, kv_precision: str, tp: int,
                            compiled_batch: int, concurrency: int, prompt_tokens: int, output_tokens: int,
-                           itype: InstanceType | None = None, max_context_tokens: int | None = None) -> StaticBatch:
+                           itype: InstanceType | None = None, shapes: RequestShapes | None = None) -> StaticBatch:
     """`concurrency` identical requests on one replica compiled for `compiled_batch` sequences: waves
-    of at most compiled_batch, each prompt encoded alone at its bucket's length (the batch stalls
-    meanwhile), then decoded at the compiled shape (ITL: the mean gap between tokens after the first),
-    each step attending over its token-generation bucket where the compiled maximum is known."""
-    bucket = max(prompt_tokens, context_bucket_tokens(prompt_tokens, max_context_tokens))
-    encode_one_s = prefill_s(arch, core, precision, tp, 1, bucket, itype, prompts=1)
-    step_s = decode_step(arch, core, precision, kv_precision, tp, 1, compiled_batch,
-                         decode_context_tokens(prompt_tokens, output_tokens, max_context_tokens), itype=itype).seconds
+    of at most compiled_batch, each prompt encoded alone at its compiled shapes (bucketed_shapes unless given;
+    the batch stalls meanwhile), then decoded at the compiled batch (ITL: the mean gap between tokens after the
+    first)."""
+    shapes = shapes or bucketed_shapes(prompt_tokens, output_tokens, None)
+    encode_one_s = prefill_s(arch, core, precision, tp, 1, shapes.context_tokens, itype, prompts=1)
+    if shapes.token_steps:
+        encode_one_s += shapes.token_steps * decode_step(arch, core, precision, kv_precision, tp, 1, 1,
+                                                         shapes.token_step_context_tokens, itype=itype).seconds
+    step_s = decode_step(arch, core, precision, kv_precision, tp, 1, compiled_batch, shapes.decode_context_tokens,
+                         itype=itype).seconds
     return static_batch(concurrency, compiled_batch, output_tokens,
                         lambda k: efficiency.request_overhead_s(core) + k * encode_one_s,
                         lambda k: step_s)
