@@ -121,9 +121,9 @@ def test_decode_step_sums_the_gemm_and_attention_rooflines(catalog, arch):
     step = decode_step(llama, h200, "fp8", "fp8", 1, 1, b, ctx)
     # each kernel at its own roofline, its corner rounded (efficiency.roofline_s: the GEMMs sit near their ridge here),
     # then the norms, residual adds and activation as kernels of their own (planner/physics/elementwise.py)
-    overhead = efficiency.decode_overhead_s(h200, 1, llama.layers, 4 * llama.layers + 1)
+    overhead = efficiency.decode_overhead_s(h200, 4 * llama.layers + 1)
     overhead += b * elementwise_bytes_per_token(llama, 1, h200) / efficiency.effective_bandwidth(h200, "bf16")
-    streamed_s = step.memory_s - kv_s - (overhead - efficiency.decode_overhead_s(h200, 1, llama.layers, 4 * llama.layers + 1))
+    streamed_s = step.memory_s - kv_s - (overhead - efficiency.decode_overhead_s(h200, 4 * llama.layers + 1))
     assert streamed_s == pytest.approx(weights_s, rel=0.01)
     attended_s = step.compute_s - gemm_s  # attention's FLOPs at the BF16 peak FP8 attention runs at (not `achieved`)
     assert kv_s > attended_s > attention_s
@@ -154,7 +154,7 @@ def test_b200_nvfp4_decode_gemms_run_at_the_measured_share_of_the_fp4_roof(catal
     elementwise_s = b * elementwise_bytes_per_token(arch, 1, b200) / efficiency.effective_bandwidth(b200, "bf16")
     weights_s = step.memory_s - kv_s - elementwise_s
     assert step.seconds == pytest.approx(efficiency.roofline_s(b200, weights_s, gemm_s) + efficiency.roofline_s(
-        b200, kv_s, attention) + elementwise_s + efficiency.decode_overhead_s(b200, 1, arch.layers, 4 * arch.layers + 1))
+        b200, kv_s, attention) + elementwise_s + efficiency.decode_overhead_s(b200, 4 * arch.layers + 1))
     assert step.compute_s == pytest.approx(gemm_s + attention)
     e = predict_offline(arch, b200, itype, row)
     assert (e.batch, e.decode_step_s) == (394, pytest.approx(step.seconds))

@@ -135,7 +135,7 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
                  / (accel.peak_flops(attention_precision(linear_precision))
                     * efficiency.decode_attention_efficiency(accel)))
     comm_s = all_to_all_s(arch, batch, ranks, itype, accel)
-    overhead_s = efficiency.decode_overhead_s(accel, 1, arch.layers, weight_gemms_per_step(arch))
+    overhead_s = efficiency.decode_overhead_s(accel, weight_gemms_per_step(arch), arch.moe_layers)
     step_s = efficiency.roofline_s(accel, stream_s, compute_s) + expert_s + elementwise + comm_s + overhead_s
     return DecodeStep(step_s, stream_s + elementwise, compute_s + expert_s, comm_s, overhead_s)
 

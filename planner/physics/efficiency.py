@@ -22,9 +22,9 @@ from planner.hardware.catalog import Accelerator
 # (bench/data/device/h100-2026-11-24.json; `python bench/kernel_check.py`, decode_stream_fit): 0.920 and 6.8 us.
 # End to end those GEMVs reach 0.76-0.86 of peak; a share alone (fitted: 0.85-0.87) charged the fixed part in proportion
 # to the bytes and sat in a valley with DECODE_STEP_OVERHEAD_S that held-out folds crossed (without Argonne's rows the
-# fit went to 0.78 and a 1.3 ms step, and Argonne came out 10.5% fast; README, accuracy). A decode step pays the tail
-# for each of a layer's four GEMMs and the LM head (decode_overhead_s). gpt-fast's Llama-2-7B bf16 on one A100-80GB
-# reads 1,397 of 2,039 GB/s end to end (reference P-34); domain.md gives 65-85% as the measured range.
+# fit went to 0.78 and a 1.3 ms step, and Argonne came out 10.5% fast). A decode step pays the tail for each weight GEMM
+# it launches (decode_overhead_s). gpt-fast's Llama-2-7B bf16 on one A100-80GB reads 1,397 of 2,039 GB/s end to end
+# (reference P-34); domain.md gives 65-85% as the measured range.
 MEMORY_BANDWIDTH_EFFICIENCY = 0.92
 GEMM_KERNEL_TAIL_S = 6.8e-06
 # The same share on GDDR6/GDDR7 parts (Accelerator.memory_technology: A10G, L4, L40S, RTX PRO 6000): board memory
@@ -44,10 +44,6 @@ KV_BANDWIDTH_EFFICIENCY = 0.77
 # vLLM's v0.6 profiling found the GPU idle for much of each step at small batch from this CPU work
 # (vLLM blog 2024-09-05, "vLLM v0.6.0: 2.7x throughput improvement and 5x latency reduction").
 DECODE_STEP_OVERHEAD_S = 0.0017
-# Extra cost of each tensor-parallel all-reduce in decode beyond the collective's own latency
-# (planner/physics/collectives.py): every all-reduce is a barrier, so each layer waits for the slowest
-# rank's kernel launches (the launch skew between ranks), twice per layer per step.
-TP_SYNC_OVERHEAD_S = 2e-06
 # Weight-only quantised kernels dequantise on the fly and reach less of the roof (gpt-fast int8 and
 # int4-g32 rows, reference P-35..P-41). Since the embedding lookup (the 16-bit table no longer counted in the
 # stream) the fit finds int8 kernels at 0.83-1.0 of 16-bit ones (1.0 at the refit with the all-reduce curves and the
@@ -152,6 +148,10 @@ ROOFLINE_SHARPNESS = 3.0
 # (TP 8, H100), which took no part: growth from batch 8 to 64 short by 18-60% at 0.23, 26-63% without (median 39.5%
 # against 44.4%); what else grows with their 1,000-token prompts is not explained.
 MOE_GROUPED_GEMM_EFFICIENCY = 0.21
+# The kernel that sorts a MoE layer's tokens by expert for the grouped GEMMs (vLLM's and SGLang's moe_align_block_size),
+# once per MoE layer per step. Measured, not fitted: 7.168 us at one token, 16 experts, top-2 (vLLM PR #29642's kernel
+# bench, RTX 4090, main before the PR; 6.08 after); SGLang's PR #14133 7.8-9.5 us at 32 tokens, 8 experts. A fixed cost.
+MOE_ALIGN_KERNEL_S = 7.2e-06
 # FP8 prefill's share relative to BF16 prefill's: the FP8 factor of the same fit (9957dbc), for the same reason; in
 # training the FP8 share now stops at the measured FP8 roof, so the training rows no longer inform a prefill factor.
 PREFILL_FP8_GEMM_EFFICIENCY_FACTOR = 1.14
@@ -381,14 +381,14 @@ def kv_bandwidth(accel: Accelerator) -> float:
     return accel.memory_bandwidth_gb_s * 1e9 * share
 
 
-def decode_overhead_s(accel: Accelerator, tp: int, layers_per_stage: float, gemms_per_stage: float) -> float:
-    """Per decode step of a pipeline stage, the fixed framework cost, each weight GEMM's measured tail (the stage's
-    share of performance.weight_gemms_per_step) and the TP barriers' launch skew (2 all-reduces per layer). Neuron
-    runs a compiled graph whose collective latency NEURON_COLLECTIVE_LATENCY_S covers."""
+def decode_overhead_s(accel: Accelerator, gemms_per_stage: float, moe_layers_per_stage: float = 0.0) -> float:
+    """Per decode step of a pipeline stage: the fixed framework cost, each weight GEMM's measured tail (the stage's
+    share of performance.weight_gemms_per_step) and each MoE layer's token-sorting kernel (MOE_ALIGN_KERNEL_S); TP
+    all-reduces cost their collective's time (collectives.py; a fitted barrier skew went to 0: calibration log).
+    Neuron runs a compiled graph whose collective latency NEURON_COLLECTIVE_LATENCY_S covers."""
     if accel.is_neuron:
         return 0.0
-    return (DECODE_STEP_OVERHEAD_S + GEMM_KERNEL_TAIL_S * gemms_per_stage
-            + (2 * layers_per_stage * TP_SYNC_OVERHEAD_S if tp > 1 else 0.0))
+    return DECODE_STEP_OVERHEAD_S + GEMM_KERNEL_TAIL_S * gemms_per_stage + MOE_ALIGN_KERNEL_S * moe_layers_per_stage
 
 
 def effective_bandwidth(accel: Accelerator, precision: str) -> float:

@@ -121,7 +121,7 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     comm_s = 2 * arch.layers / pp * intra_node_ring_s(activation, tp, accel) if tp > 1 else 0.0
     if ep_nodes > 1 and itype is not None:
         comm_s += all_to_all_s(arch, batch, ep_nodes, itype, accel)
-    overhead_s = efficiency.decode_overhead_s(accel, tp, arch.layers / pp, weight_gemms_per_step(arch) / pp)
+    overhead_s = efficiency.decode_overhead_s(accel, weight_gemms_per_step(arch) / pp, arch.moe_layers / pp)
     # Per-kernel roofline (Williams et al., "Roofline", CACM 2009, per kernel): a layer's GEMMs (weight
     # stream vs their FLOPs) and its attention kernel (KV stream vs its FLOPs) run one after another on
     # the stream, so each is bound by its own roof (its corner rounded, efficiency.roofline_s: near the ridge a kernel
