@@ -147,9 +147,12 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
             w, kv = serving_weights(r), serving_kv(r)
             b, prompt, n = r["concurrency"], r["prompt_tokens"], r["output_tokens"]
             if neuron and r.get("compiled_batch") and r.get("engine") == "tgi":  # a wave's prompts, then its decode
-                shapes = (tgi_transformers_neuronx_shapes(r["compiled_batch"], prompt, n, r["compiled_sequence_tokens"])
-                          if r.get("compiled_sequence_tokens") else bucketed_shapes(prompt, n, r.get("max_context_tokens")))
-                waves = compiled_batch_serving(arch, accel, w, kv, r["tp"], r["compiled_batch"], b, prompt, n, itype, shapes)
+                if r.get("compiled_sequence_tokens"):
+                    shapes = tgi_transformers_neuronx_shapes(r["compiled_batch"], prompt, n, r["compiled_sequence_tokens"])
+                else:
+                    shapes = bucketed_shapes(prompt, n, r.get("max_context_tokens"))
+                waves = compiled_batch_serving(arch, accel, w, kv, r["tp"], r["compiled_batch"], b, prompt, n, itype,
+                                               shapes)
                 tps, ttft, itl = waves.output_tokens_per_s, waves.time_to_first_token_s, waves.inter_token_latency_s
             elif is_trtllm_bench(r):
                 tps, ttft, itl = predict_offline(arch, accel, itype, r).output_tokens_per_s, None, None

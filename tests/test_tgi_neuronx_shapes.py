@@ -62,11 +62,12 @@ def test_the_2024_llmperf_rows_are_counted_in_llama_2_tokens():
     """ray-project/llmperf's main branch (2023-12 to 2024-12) builds prompts and counts output tokens with Llama 2's
     tokenizer whatever the model, and optimum-neuron's 2024 benchmark.sh runs it: each of those rows converts to Llama
     3's tokens at philschmid's measured 1.19, the 245 tokens the model was asked for being counted as 292."""
-    rows = [r for r in sources()["optimum-neuron-benchmarks"]["rows"] if r.get("itl_definition") == "llmperf-end-to-end"]
+    every = sources()["optimum-neuron-benchmarks"]["rows"]
+    rows = [r for r in every if r.get("itl_definition") == "llmperf-end-to-end"]
     assert len(rows) == 35
     assert all(r["counted_tokens_per_model_token"] == 1.19 and r["output_tokens"] == 292 for r in rows)
-    assert all("counted_tokens_per_model_token" not in r for r in sources()["optimum-neuron-benchmarks"]["rows"]
-               if r not in rows)  # the 2025 guidellm rows count with the model's own tokenizer
+    # the 2025 guidellm rows count with the model's own tokenizer
+    assert all("counted_tokens_per_model_token" not in r for r in every if r not in rows)
     model = reference_serving.in_model_tokens(rows[0])
     assert (model["prompt_tokens"], model["output_tokens"]) == (1261, 245)
 
