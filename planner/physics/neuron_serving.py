@@ -34,12 +34,17 @@ from planner.workload.presets import Architecture
 SMALLEST_BUCKET_TOKENS = 128
 
 
+def power_of_two_at_least(tokens: int) -> int:
+    """The smallest power of two that holds `tokens` (every bucket below is one)."""
+    return 1 << math.ceil(math.log2(max(1, tokens)))
+
+
 def context_bucket_tokens(prompt_tokens: int, max_context_tokens: int | None = None) -> int:
     """The length the compiled context-encoding graph runs a prompt at: the next bucket up, buckets
     being powers of two from 128 to the compiled maximum (AWS Neuron docs, NxD Inference "Bucketing":
     without explicit buckets, powers of two up to max_context_length; transformers-neuronx pads to its
     context_length_estimate buckets the same way). A 1,500-token prompt runs as 2,048."""
-    bucket = max(SMALLEST_BUCKET_TOKENS, 1 << math.ceil(math.log2(max(1, prompt_tokens))))
+    bucket = max(SMALLEST_BUCKET_TOKENS, power_of_two_at_least(prompt_tokens))
     return min(bucket, max_context_tokens) if max_context_tokens else bucket
 
 
@@ -107,7 +112,7 @@ def tgi_transformers_neuronx_shapes(compiled_batch: int, prompt_tokens: int, out
     if compiled_batch > 1:
         return RequestShapes(sequence_tokens, 0, 0.0, float(sequence_tokens))
     half = sequence_tokens // 2
-    context = min(half, max(SMALLEST_BUCKET_TOKENS // 2, 1 << math.ceil(math.log2(max(1, prompt_tokens)))))
+    context = min(half, max(SMALLEST_BUCKET_TOKENS // 2, power_of_two_at_least(prompt_tokens)))
     steps = max(0, prompt_tokens - half)
     return RequestShapes(context, steps, mean_bucket_tokens(half + 1, prompt_tokens, sequence_tokens) if steps else 0.0,
                           decode_context_tokens(prompt_tokens, output_tokens, sequence_tokens))
