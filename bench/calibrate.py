@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import engine_loop  # noqa: E402
 from bench.reference_cases import Row, all_rows  # noqa: E402
 from planner.physics import efficiency  # noqa: E402
 from planner.hardware.catalog import bundled  # noqa: E402
@@ -41,8 +42,8 @@ def _grid(lo: float, hi: float, step: float) -> list[float]:
 
 
 # name -> (getter, setter, grid, prior)
-def _scalar(name: str, grid: list[float], prior: float):
-    return (lambda: getattr(efficiency, name), lambda v: setattr(efficiency, name, v), grid, prior)
+def _scalar(name: str, grid: list[float], prior: float, module=efficiency):
+    return (lambda: getattr(module, name), lambda v: setattr(module, name, v), grid, prior)
 
 
 def _keyed(name: str, key: str, grid: list[float], prior: float):
@@ -67,6 +68,10 @@ PARAMETERS = {
     # no stack difference until the fused sources' rows say so (efficiency.FUSED_KERNELS_FACTOR)
     "FUSED_KERNELS_FACTOR": _scalar("FUSED_KERNELS_FACTOR", _grid(0.80, 1.40, 0.01), 1.0),
     "COMM_OVERLAP": _scalar("COMM_OVERLAP", _grid(0.0, 1.0, 0.05), 0.0),
+    # vLLM V0's host loop, read on the rows that ran it only (bench/engine_loop.py): none until the rows say so
+    "SYNCHRONOUS_STEP_HOST_S": _scalar("SYNCHRONOUS_STEP_HOST_S", _grid(0.0, 0.004, 0.0001), 0.0, engine_loop),
+    "SYNCHRONOUS_SEQUENCE_HOST_S": _scalar("SYNCHRONOUS_SEQUENCE_HOST_S", _grid(0.0, 0.0002, 0.00001), 0.0,
+                                           engine_loop),
 }
 # Neuron constants move Neuron rows only and GPU constants GPU rows only (Neuron has its own non-matmul bytes and
 # overlap, NEURON_NONMATMUL_BYTES_PER_TOKEN_HIDDEN and NEURON_COMM_OVERLAP, not fitted), so each platform is fitted on
@@ -94,7 +99,8 @@ ALL_PARAMETERS = {**PARAMETERS, **NEURON_PARAMETERS}
 SERVING_METRICS = ("serving tokens/s", "TTFT", "ITL")
 GPU_GROUPS = {"serving": ("GDDR_BANDWIDTH_EFFICIENCY", "KV_BANDWIDTH_EFFICIENCY",
                           "DECODE_STEP_OVERHEAD_S", "QUANTISED_BANDWIDTH_FACTOR[int8]",
-                          "QUANTISED_BANDWIDTH_FACTOR[int4]", "REQUEST_OVERHEAD_S"),
+                          "QUANTISED_BANDWIDTH_FACTOR[int4]", "REQUEST_OVERHEAD_S", "SYNCHRONOUS_STEP_HOST_S",
+                          "SYNCHRONOUS_SEQUENCE_HOST_S"),
               "training": ("GEMM_EFFICIENCY_BY_GENERATION[8]", "GEMM_EFFICIENCY_BY_GENERATION[9]",
                            "FP8_GEMM_EFFICIENCY_FACTOR", "FUSED_KERNELS_FACTOR", "COMM_OVERLAP")}
 # Training's non-GEMM traffic (efficiency.NONMATMUL_BYTES_PER_TOKEN_HIDDEN) is not fitted either: it is what
@@ -307,13 +313,23 @@ def _descend(parameters: dict, platform: str, rounds: int, without: str | tuple[
 
 
 EFFICIENCY = Path(efficiency.__file__)
+# Constants that live beside the formula that reads them, outside efficiency.py
+MODULE_OF = {"SYNCHRONOUS_STEP_HOST_S": engine_loop, "SYNCHRONOUS_SEQUENCE_HOST_S": engine_loop}
 
 
 def write_constants(fitted: dict[str, float]) -> None:
-    """Rewrite the assignments in planner/physics/efficiency.py with the fitted values (comments kept)."""
+    """Rewrite the assignments in planner/physics/efficiency.py (and MODULE_OF's modules) with the fitted values
+    (comments kept)."""
+    for name, module in MODULE_OF.items():
+        if name in fitted:
+            path = Path(module.__file__)
+            path.write_text(re.sub(rf"^{name} = .*$", f"{name} = {fitted[name]!r}", path.read_text(), count=1,
+                                   flags=re.M))
     text = EFFICIENCY.read_text()
     tables: dict[str, dict[str, float]] = {}
     for name, value in fitted.items():
+        if name in MODULE_OF:
+            continue
         if "[" in name:
             table, key = name.rstrip("]").split("[")
             tables.setdefault(table, dict(getattr(efficiency, table)))[key] = value

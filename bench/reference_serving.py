@@ -7,8 +7,9 @@ serving, with its reason."""
 from __future__ import annotations
 
 from collections import Counter
-from functools import cache
+from functools import cache, partial
 
+from bench.engine_loop import host_step_s
 from bench.offline_rows import PRECISIONS, is_trtllm_bench, predict_offline
 from bench.reference_sources import (INSTANCE_FOR, NEURON_INSTANCE_FOR, model_why_not, row_accelerator,
                                      row_architecture, sources, strided, why_not)
@@ -160,18 +161,21 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
                 # every round's requests arrive together and are prefilled before any decode (closed_loop.convoy)
                 tp, budget = r["tp"], r["prefill_token_budget"]
                 round_step_s = decode_step(arch, accel, w, kv, tp, 1, b, prompt + n / 2,
-                                           routed_sequences=routed_batch(r, b)).seconds
+                                           routed_sequences=routed_batch(r, b)).seconds + host_step_s(r, b)
                 c = convoy(b, max(1, budget // prompt), n,
-                           lambda k: prefill_s(arch, accel, w, tp, 1, prompt, itype, prompts=k), round_step_s,
+                           lambda k: prefill_s(arch, accel, w, tp, 1, prompt, itype, prompts=k) + host_step_s(r, k),
+                           round_step_s,
                            efficiency.request_overhead_s(accel))
                 tps, ttft, itl = c.output_tokens_per_s, c.time_to_first_token_s, c.inter_token_latency_s
             elif r["load"] == "closed-loop":  # the planner's own estimate (Neuron: compiled shapes and buckets)
+                host = partial(host_step_s, r) if r.get("engine_loop") else None
                 e = replica_estimate(arch, accel, w, kv, r["tp"], 1, b, prompt, n, itype,
-                                     max_context_tokens=r.get("max_context_tokens"), compiled_batch=r.get("compiled_batch"))
+                                     max_context_tokens=r.get("max_context_tokens"), compiled_batch=r.get("compiled_batch"),
+                                     host_step_s=host)
                 tps, ttft, itl = e.output_tokens_per_s_per_replica, e.time_to_first_token_s, e.inter_token_latency_s
                 if not neuron and b > (slots := resident_sequences(arch, accel, w, kv, r["tp"], prompt + n // 2)):
                     # more clients than KV slots: the running batch is the slots, the rest queue for one
-                    e = replica_estimate(arch, accel, w, kv, r["tp"], 1, slots, prompt, n, itype)
+                    e = replica_estimate(arch, accel, w, kv, r["tp"], 1, slots, prompt, n, itype, host_step_s=host)
                     request_s = e.time_to_first_token_s + (n - 1) * e.inter_token_latency_s
                     tps, itl = e.output_tokens_per_s_per_replica, e.inter_token_latency_s
                     ttft = e.time_to_first_token_s + slot_wait_s(b, slots, request_s)
@@ -179,12 +183,14 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
                 tp = r["tp"]
 
                 def step_s(k: int, context: float = prompt + n / 2) -> float:
-                    return decode_step(arch, accel, w, kv, tp, 1, k, context, routed_sequences=routed_batch(r, k)).seconds
+                    return (decode_step(arch, accel, w, kv, tp, 1, k, context, routed_sequences=routed_batch(r, k)).seconds
+                            + host_step_s(r, k))
 
                 def first_token_s(k: int) -> float:
                     # `first_token: decoder-step`: the context pass leaves the prompt's last token to the decoder
                     if r.get("first_token") != "decoder-step":
-                        return efficiency.request_overhead_s(accel) + prefill_s(arch, accel, w, tp, 1, prompt, itype, prompts=k)
+                        return (efficiency.request_overhead_s(accel) + prefill_s(arch, accel, w, tp, 1, prompt, itype, prompts=k)
+                                + host_step_s(r, k))
                     encode = prefill_s(arch, accel, w, tp, 1, prompt - 1, itype, prompts=k) if prompt > 1 else 0.0
                     return efficiency.request_overhead_s(accel) + encode + step_s(k, prompt)
 

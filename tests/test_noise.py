@@ -83,8 +83,9 @@ def test_commitments_that_dwarf_a_short_run_are_hidden_unless_asked(tmp_path):
     # at its sustained clock; $3.72 at the GDDR share of the all-reduce curves' refit (0.74); $3.39 since the training
     # fit weighs every source the same (204 bytes of non-GEMM traffic per token and hidden unit, not 408); $3.28 since
     # collectives across nodes are measured (the L40S takes Ampere's GEMM share, refitted 0.63 -> 0.67); $3.26 since
-    # the HBM weight stream is measured and the refit took the L40S's GDDR share 0.74 -> 0.75
-    assert "$3.26/run of $21,128 committed" in every and "hidden" not in every
+    # the HBM weight stream is measured and the refit took the L40S's GDDR share 0.74 -> 0.75; $3.24 since vLLM V0's
+    # host loop is read on its own rows (bench/engine_loop.py) and the serving refit took it 0.75 -> 0.77
+    assert "$3.24/run of $21,128 committed" in every and "hidden" not in every
     # JSON lists every option: it is for machines
     assert invoke("plan", workloads, "--format", "json").output.count('"commitment_years": 3') == 2
 

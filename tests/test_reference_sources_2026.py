@@ -76,10 +76,14 @@ def test_yi_34b_on_four_pcie_a10g_is_compared_at_tp4(catalog):
 def test_vllm_v0_first_tokens_come_later_than_v1s_on_the_same_gpu(compared):
     """AccelMark ran Llama-3-8B on the same A100-SXM4-80GB under vLLM 0.7.3 (V0: API server, scheduler and
     detokeniser around one engine loop) and 0.20.1 (V1's separate engine core): 46.45 ms against 27.78 ms to the first
-    token of a 194-token prompt. The planner predicts one figure for both; the V0 row is 15-25 ms later than it, the
-    V1 row within 4 ms: why a shared request overhead cannot fit AccelMark's V0 rows (README, accuracy)."""
+    token of a 194-token prompt. The planner's figure for V0 adds only its host loop on the prefill step
+    (bench/engine_loop.py: one sequence, ~1 ms); the V0 row is still 15-25 ms later than it, the V1 row within 4 ms:
+    why a shared request overhead cannot fit AccelMark's V0 rows (README, accuracy)."""
+    from bench.engine_loop import host_step_s
+
     row = "accelmark-nvidia_a100_sxm4_80gbx1-suiteA-bf16-vllm0.{}-c1"
     v0_predicted, v0_measured = compared[(row.format("7.3"), "TTFT")]
     v1_predicted, v1_measured = compared[(row.format("20.1"), "TTFT")]
-    assert (v0_measured, v1_measured) == (46.45, 27.78) and v0_predicted == pytest.approx(v1_predicted, rel=0.01)
+    assert (v0_measured, v1_measured) == (46.45, 27.78)
+    assert v0_predicted - v1_predicted == pytest.approx(host_step_s({"engine_loop": "synchronous"}, 1) * 1e3, rel=0.05)
     assert 15 < v0_measured - v0_predicted < 25 and abs(v1_measured - v1_predicted) < 4

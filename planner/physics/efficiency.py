@@ -31,18 +31,18 @@ GEMM_KERNEL_TAIL_S = 6.8e-06
 # chips lose more of their peak to DRAM row switches and read/write turnarounds than stacked HBM's many
 # independent channels. Fitted on the GDDR rows in the fit (philschmid's A10G: one A10G decodes Llama 3 8B at 0.74 of
 # 600 GB/s), prior the HBM share's; TensorRT-LLM's L40S and AccelMark's L4 rows are held out and check it (AccelMark's
-# L4 streams ~0.85 at batch 1). It scales the KV cache's share alike (kv_bandwidth).
-GDDR_BANDWIDTH_EFFICIENCY = 0.75
+# L4 streams ~0.85 at batch 1). It scales the KV cache's share alike (kv_bandwidth). 0.75 before V0's host loop.
+GDDR_BANDWIDTH_EFFICIENCY = 0.77
 # Achieved share of peak HBM bandwidth when decode attention reads the KV cache. Paged-attention
 # kernels gather scattered blocks with one thread block per (sequence, head) and reach a lower share
 # than weight GEMV streams: vLLM's PagedAttention V1/V2 decode kernels sit well below the roof at
 # long contexts, FlashInfer's reach 70-90% only with split-KV (Ye et al., FlashInfer, arXiv
-# 2501.01005, Fig. 7). Prior: the weight-stream share until data says otherwise (bench/calibrate.py).
-KV_BANDWIDTH_EFFICIENCY = 0.77
+# 2501.01005, Fig. 7). Prior: the weight-stream share (bench/calibrate.py); 0.77 before V0's host loop (below).
+KV_BANDWIDTH_EFFICIENCY = 0.71
 # Fixed cost of one decode step on a GPU that no roof covers: the engine's scheduler and input
 # preparation on the CPU, kernel launches the CUDA graph does not hide, sampling and detokenisation.
 # vLLM's v0.6 profiling found the GPU idle for much of each step at small batch from this CPU work
-# (vLLM blog 2024-09-05, "vLLM v0.6.0: 2.7x throughput improvement and 5x latency reduction").
+# (vLLM blog 2024-09-05, "vLLM v0.6.0"). V0's synchronous host loop: bench/engine_loop.py, its rows only.
 DECODE_STEP_OVERHEAD_S = 0.0017
 # Weight-only quantised kernels dequantise on the fly and reach less of the roof (gpt-fast int8 and
 # int4-g32 rows, reference P-35..P-41). Since the embedding lookup (the 16-bit table no longer counted in the
@@ -50,8 +50,8 @@ DECODE_STEP_OVERHEAD_S = 0.0017
 # elementwise kernels; 0.83 at the rounded roofline, 0.81 before the lookup) and int4 at 0.74-0.85: a weakly held
 # pair, as AccelMark's held-out w8a16/w4a16 rows are its only check (fitted in, they pull it back to 0.83/0.74:
 # bench/calibrate.py, EVALUATED_ONLY_SOURCES); 0.93/0.75 when LMDeploy's first tokens were read as TurboMind emits
-# them, 1.0/0.89 since the weight stream's share and per-kernel cost are measured.
-QUANTISED_BANDWIDTH_FACTOR = {"int8": 1.0, "int4": 0.89}
+# them, 1.0/0.89 since the weight stream's share and per-kernel cost are measured (int4 0.88 since V0's host loop).
+QUANTISED_BANDWIDTH_FACTOR = {"int8": 1.0, "int4": 0.88}
 # MXFP4/NVFP4 weight kernels dequantise 4-bit blocks the same way; no published decode row isolates
 # them yet, so int4's fitted factor stands in (issue 28).
 FOUR_BIT_FORMATS = {"mxfp4": "int4", "nvfp4": "int4"}

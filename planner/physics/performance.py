@@ -8,7 +8,8 @@ says which roof binds. Training step time lives in planner/physics/training_time
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from planner.physics import efficiency
 from planner.hardware.catalog import Accelerator, InstanceType
@@ -181,7 +182,8 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
                      pp: int, batch: int, prompt_tokens: int, output_tokens: int,
                      itype: InstanceType | None = None, prefix_hit_share: float = 0.0,
                      ep_nodes: int = 1, speculation: Speculation | None = None,
-                     compiled: CompiledShapes | None = None, attention_dp: bool = False) -> ServingEstimate:
+                     compiled: CompiledShapes | None = None, attention_dp: bool = False,
+                     host_step_s: Callable[[int], float] | None = None) -> ServingEstimate:
     """Continuous batching at `batch` sequences per replica, at the typical request.
 
     Each decode step emits one token per sequence; meanwhile batch/output_tokens sequences finish and
@@ -190,6 +192,8 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
     Each of the `batch` clients waits TTFT (queueing included) and then output_tokens-1 steps, so a replica
     delivers batch·output_tokens tokens every TTFT + (output_tokens-1)·ITL (a closed loop).
     Graphs compiled ahead of time (Neuron) run the shapes of `compiled` instead of the live ones.
+    `host_step_s(k)`: host seconds an engine step of k sequences adds where the engine's loop does not overlap
+    the GPU (a published run of vLLM's V0 engine: bench/engine_loop.py); None for the engines plans deploy.
     """
     mean_context = prompt_tokens + output_tokens / 2
     cached = prefix_cached_tokens(prompt_tokens, prefix_hit_share, accel)
@@ -203,6 +207,10 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
                            compiled.decode_context_tokens if compiled else mean_context, ep_nodes, itype)
         prefill = prefill_s(arch, accel, precision, tp, pp, max(prompt_tokens, compiled.prefill_tokens if compiled else 0),
                             itype, cached_tokens=cached, ep_nodes=ep_nodes)
+    if host_step_s is not None:  # each decode step of the batch, and the prompt's own prefill step, wait on the host
+        host_s = host_step_s(batch)
+        step = replace(step, seconds=step.seconds + host_s, overhead_s=step.overhead_s + host_s)
+        prefill += host_step_s(1)
     step_s = step.seconds
     if speculation is not None:  # planner/physics/speculative.py: k draft steps + one k+1-position target pass per step
         draft = decode_step(speculation.draft, accel, precision, kv_precision, tp, pp, batch, mean_context)
