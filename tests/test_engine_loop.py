@@ -128,3 +128,24 @@ def test_the_residual_script_shows_v0_steps_missing_time_that_tensorrt_llms_do_n
     monkeypatch.setattr(engine_loop, "SYNCHRONOUS_SEQUENCE_HOST_S", 0.0)
     vllm, trt = at_64()
     assert vllm - trt > 3.0
+
+
+def test_the_fit_writes_the_loop_constants_beside_their_formula(tmp_path, monkeypatch):
+    """`bench/calibrate.py --write` puts efficiency.py's constants in efficiency.py and the V0 loop's in
+    bench/engine_loop.py, each assignment rewritten in place with its comments kept."""
+    import types
+    from pathlib import Path
+
+    from bench import calibrate
+
+    loop_copy, efficiency_copy = tmp_path / "engine_loop.py", tmp_path / "efficiency.py"
+    loop_copy.write_text(Path(engine_loop.__file__).read_text())
+    efficiency_copy.write_text(Path(efficiency.__file__).read_text())
+    fake_loop = types.SimpleNamespace(__file__=str(loop_copy))
+    monkeypatch.setattr(calibrate, "MODULE_OF", {name: fake_loop for name in calibrate.MODULE_OF})
+    monkeypatch.setattr(calibrate, "EFFICIENCY", efficiency_copy)
+    calibrate.write_constants({"SYNCHRONOUS_SEQUENCE_HOST_S": 7e-05, "KV_BANDWIDTH_EFFICIENCY": 0.66})
+    assert "\nSYNCHRONOUS_SEQUENCE_HOST_S = 7e-05\n" in loop_copy.read_text()
+    assert "\nKV_BANDWIDTH_EFFICIENCY = 0.66\n" in efficiency_copy.read_text()
+    assert "SYNCHRONOUS" not in efficiency_copy.read_text()
+    assert len(loop_copy.read_text().splitlines()) == len(Path(engine_loop.__file__).read_text().splitlines())
