@@ -41,8 +41,13 @@ def _grid(lo: float, hi: float, step: float) -> list[float]:
     return [round(lo + i * step, 6) for i in range(int(round((hi - lo) / step)) + 1)]
 
 
+# Constants that live beside the formula that reads them, outside efficiency.py (fitted and written back there)
+MODULE_OF = {"SYNCHRONOUS_STEP_HOST_S": engine_loop, "SYNCHRONOUS_SEQUENCE_HOST_S": engine_loop}
+
+
 # name -> (getter, setter, grid, prior)
-def _scalar(name: str, grid: list[float], prior: float, module=efficiency):
+def _scalar(name: str, grid: list[float], prior: float):
+    module = MODULE_OF.get(name, efficiency)
     return (lambda: getattr(module, name), lambda v: setattr(module, name, v), grid, prior)
 
 
@@ -69,9 +74,8 @@ PARAMETERS = {
     "FUSED_KERNELS_FACTOR": _scalar("FUSED_KERNELS_FACTOR", _grid(0.80, 1.40, 0.01), 1.0),
     "COMM_OVERLAP": _scalar("COMM_OVERLAP", _grid(0.0, 1.0, 0.05), 0.0),
     # vLLM V0's host loop, read on the rows that ran it only (bench/engine_loop.py): none until the rows say so
-    "SYNCHRONOUS_STEP_HOST_S": _scalar("SYNCHRONOUS_STEP_HOST_S", _grid(0.0, 0.004, 0.0001), 0.0, engine_loop),
-    "SYNCHRONOUS_SEQUENCE_HOST_S": _scalar("SYNCHRONOUS_SEQUENCE_HOST_S", _grid(0.0, 0.0002, 0.00001), 0.0,
-                                           engine_loop),
+    "SYNCHRONOUS_STEP_HOST_S": _scalar("SYNCHRONOUS_STEP_HOST_S", _grid(0.0, 0.004, 0.0001), 0.0),
+    "SYNCHRONOUS_SEQUENCE_HOST_S": _scalar("SYNCHRONOUS_SEQUENCE_HOST_S", _grid(0.0, 0.0002, 0.00001), 0.0),
 }
 # Neuron constants move Neuron rows only and GPU constants GPU rows only (Neuron has its own non-matmul bytes and
 # overlap, NEURON_NONMATMUL_BYTES_PER_TOKEN_HIDDEN and NEURON_COMM_OVERLAP, not fitted), so each platform is fitted on
@@ -313,8 +317,6 @@ def _descend(parameters: dict, platform: str, rounds: int, without: str | tuple[
 
 
 EFFICIENCY = Path(efficiency.__file__)
-# Constants that live beside the formula that reads them, outside efficiency.py
-MODULE_OF = {"SYNCHRONOUS_STEP_HOST_S": engine_loop, "SYNCHRONOUS_SEQUENCE_HOST_S": engine_loop}
 
 
 def write_constants(fitted: dict[str, float]) -> None:

@@ -168,7 +168,7 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
                            efficiency.request_overhead_s(accel))
                 tps, ttft, itl = c.output_tokens_per_s, c.time_to_first_token_s, c.inter_token_latency_s
             elif r["load"] == "closed-loop":  # the planner's own estimate (Neuron: compiled shapes and buckets)
-                host = partial(host_step_s, r) if r.get("engine_loop") else None
+                host = partial(host_step_s, r)  # 0 on every engine but vLLM's V0
                 e = replica_estimate(arch, accel, w, kv, r["tp"], 1, b, prompt, n, itype,
                                      max_context_tokens=r.get("max_context_tokens"), compiled_batch=r.get("compiled_batch"),
                                      host_step_s=host)

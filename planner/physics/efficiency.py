@@ -37,7 +37,7 @@ GDDR_BANDWIDTH_EFFICIENCY = 0.77
 # kernels gather scattered blocks with one thread block per (sequence, head) and reach a lower share
 # than weight GEMV streams: vLLM's PagedAttention V1/V2 decode kernels sit well below the roof at
 # long contexts, FlashInfer's reach 70-90% only with split-KV (Ye et al., FlashInfer, arXiv
-# 2501.01005, Fig. 7). Prior: the weight-stream share (bench/calibrate.py); 0.77 before V0's host loop (below).
+# 2501.01005, Fig. 7). Prior: the weight-stream share (bench/calibrate.py); 0.77 before V0's host loop (bench/engine_loop.py).
 KV_BANDWIDTH_EFFICIENCY = 0.71
 # Fixed cost of one decode step on a GPU that no roof covers: the engine's scheduler and input
 # preparation on the CPU, kernel launches the CUDA graph does not hide, sampling and detokenisation.

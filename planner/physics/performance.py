@@ -8,8 +8,8 @@ says which roof binds. Training step time lives in planner/physics/training_time
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Callable
 
 from planner.physics import efficiency
 from planner.hardware.catalog import Accelerator, InstanceType

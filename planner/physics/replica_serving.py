@@ -16,7 +16,7 @@ measures them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Callable
 
 from planner.hardware.catalog import Accelerator, InstanceType
 from planner.physics.neuron_serving import context_bucket_tokens, decode_context_tokens
