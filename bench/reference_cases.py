@@ -35,6 +35,7 @@ class Row:
     platform: str = "gpu"  # gpu | neuron: fitted on separate constants, reported separately
     accelerator: str = ""  # the published part, where a source names it (accuracy reports B200 and Trainium2 apart)
     moe: bool = False  # a mixture-of-experts model (accuracy reports MoE rows as their own class too)
+    adapters: bool = False  # a LoRA or QLoRA run's peak memory: a class of its own, not the platform's (accuracy)
 
     @property
     def error(self) -> float:

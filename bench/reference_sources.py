@@ -181,18 +181,26 @@ def training_inputs(catalog: Catalog, row: dict) -> dict:
             "precision": precision, "mb": mb, "dp": dp, "zero": _zero(row),
             "setup": TrainingSetup(row.get("method", "full"), precision, "adamw", row.get("grad_precision") or "auto",
                                    row.get("lora_rank") or 16,
-                                   row["seq"], lora_targets=_lora_targets(row), kernels=kernels(row)),
+                                   row["seq"], lora_targets=_lora_targets(row), kernels=kernels(row),
+                                   lora_dropout=row.get("lora_dropout") or 0.0,
+                                   lora_fused_qkv=row.get("framework") in FUSED_QKV_ADAPTERS),
             "microbatches": max(1, (row.get("global_batch") or dp * mb) // (dp * mb)),
             "checkpointing": CHECKPOINTING.get(str(row.get("checkpointing")), "selective")}
 
 
 # Code bases whose LoRA runs adapt fewer matrices than every linear layer (planner.physics.lora_traffic.LORA_TARGETS):
-# NeMo's Llama 3 fine-tuning recipes in performance mode adapt the fused QKV projection only.
+# NeMo's Llama 3 fine-tuning recipes in performance mode adapt the fused QKV projection only. A row's own
+# `lora_targets` (its config's) comes first.
 LORA_TARGETS = {"nemo-megatron": "qkv"}
+# Code bases whose q, k and v adapters are one module with one dropout (LitGPT's LoRAQKVLinear, litgpt/lora.py):
+# TrainingSetup.lora_fused_qkv.
+FUSED_QKV_ADAPTERS = ("litgpt",)
 
 
 def _lora_targets(row: dict) -> str:
-    return LORA_TARGETS.get(row.get("framework"), "all") if row.get("method", "full") != "full" else "all"
+    if row.get("method", "full") == "full":
+        return "all"
+    return row.get("lora_targets") or LORA_TARGETS.get(row.get("framework"), "all")
 
 
 def _zero(row: dict) -> int:
@@ -415,5 +423,6 @@ def memory_rows(catalog: Catalog, row_type):
         if r.get("framework") in ALLOCATOR_PEAK_FRAMEWORKS:
             need -= runtime_overhead_bytes(r["gpus"], t["accel"].is_neuron)
         setup_text = f"{r.get('model') or 'custom'} {r['accelerator']}×{r['gpus']} {r.get('method', 'full')} mb{t['mb']} s{r['seq']}"
-        out.append(row_type(r["id"], "training peak memory", source_id, setup_text, need / 2**30, r["peak_memory_gib"]))
+        out.append(row_type(r["id"], "training peak memory", source_id, setup_text, need / 2**30, r["peak_memory_gib"],
+                            adapters=r.get("method", "full") != "full"))
     return out

@@ -187,10 +187,11 @@ def test_bitsandbytes_qlora_keeps_each_base_matmuls_input():
     ("litgpt-a10g-llama-2-7b-qlora", 12.74), ("litgpt-a10g-llama-3-8b-qlora", 16.21),
     ("litgpt-a10g-mistral-7b-qlora", 13.31), ("litgpt-a10g-llama-3p2-1b-qlora", 5.15),
     ("litgpt-a10g-llama-3p2-3b-qlora", 9.59)])
-def test_litgpt_qlora_peaks_within_a_fifth(catalog, row_id, published_gib):
-    """LitGPT's QLoRA peaks on one A10G (config hub @00af8b0): with bitsandbytes' kept inputs the planner is
-    14-17% under each (it was 24-35% under with Llama 3.2's tables counted untied). The rest is not explained: the
-    LoRA rows of the same configs are within 4%."""
+def test_litgpt_qlora_peaks_within_a_quarter(catalog, row_id, published_gib):
+    """LitGPT's QLoRA peaks on one A10G (config hub @00af8b0): with bitsandbytes' kept inputs, and the configs' own
+    adapters (q and v, dropout 0.05: tests/test_lora_memory.py), the planner is 17-22% under each. It was 14-17% while
+    it charged fp32 adapter states for all seven matrices, ~1 GB the configs never hold. The rest is not explained:
+    the LoRA rows of the same configs are within 7%, and the adapter runs are a band class of their own."""
     from bench.reference_sources import memory_rows
-    predicted = dict(memory_rows(catalog, lambda row_id, metric, source, setup, need, published: (row_id, need)))
-    assert -0.20 < predicted[row_id] / published_gib - 1 < -0.10
+    predicted = dict(memory_rows(catalog, lambda row_id, metric, source, setup, need, published, **kw: (row_id, need)))
+    assert -0.23 < predicted[row_id] / published_gib - 1 < -0.15

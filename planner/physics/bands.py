@@ -47,9 +47,10 @@ def ratio_quantiles(platform: str, metric: str, moe: bool = False) -> tuple[floa
     return (entry["q10"], entry["q90"]) if entry else None
 
 
-def _entry(platform: str, metric: str, moe: bool) -> dict | None:
+def _entry(platform: str, metric: str, moe: bool, adapters: bool = False) -> dict | None:
     classes = bands()["classes"]
-    return (moe and platform == "gpu" and classes.get(f"moe/{metric}")) or classes.get(f"{platform}/{metric}")
+    return ((moe and platform == "gpu" and classes.get(f"moe/{metric}"))
+            or (adapters and platform == "gpu" and classes.get(f"lora/{metric}")) or classes.get(f"{platform}/{metric}"))
 
 
 def _training_metric(platform: str) -> str:
@@ -85,18 +86,25 @@ def performance_band(platform: str, kind: str, fields: dict[str, float | None],
     return out
 
 
-def memory_band(platform: str, required_bytes: float) -> dict[str, list[float]]:
-    q = ratio_quantiles(platform, MEMORY_METRIC)
+def _memory_quantiles(platform: str, adapters: bool) -> tuple[float, float] | None:
+    """A LoRA or QLoRA run (`adapters`) on a GPU takes the adapter runs' own peak-memory class where one is stored
+    (bench/accuracy.py ADAPTER_CLASS), full training the platform's."""
+    entry = _entry(platform, MEMORY_METRIC, False, adapters)
+    return (entry["q10"], entry["q90"]) if entry else None
+
+
+def memory_band(platform: str, required_bytes: float, adapters: bool = False) -> dict[str, list[float]]:
+    q = _memory_quantiles(platform, adapters)
     return {"required_bytes": _edge(required_bytes, q, "direct")} if q else {}
 
 
-def memory_fit_factor(platform: str, confidence: str) -> float:
+def memory_fit_factor(platform: str, confidence: str, adapters: bool = False) -> float:
     """Multiplier on a training run's predicted per-device memory when checking that it fits: 1 for
     `expected`; for `likely`, q90 of measured / predicted peaks (the band's high edge), never below
     the estimate itself (a class whose runs all peaked lower is not a reason to pack tighter)."""
     if confidence == "expected":
         return 1.0
-    q = ratio_quantiles(platform, MEMORY_METRIC)
+    q = _memory_quantiles(platform, adapters)
     return max(1.0, q[1]) if q else 1.0
 
 

@@ -25,7 +25,7 @@ from planner.workload.presets import Architecture
 # the planner assumes) or "qkv", one adapter on the fused QKV projection: NeMo's Llama 3 fine-tuning recipes in
 # performance mode (`finetune_performance_optimizations`, nemo/collections/llm/recipes/llama3_8b.py and llama3_70b.py,
 # NeMo 24.12: `recipe.peft.target_modules = ['linear_qkv']`), which DGX Cloud's fine-tuning benchmarks run.
-LORA_TARGETS = ("all", "qkv")
+LORA_TARGETS = ("all", "qkv", "qv")
 BYTES_PER_ELEMENT = 2  # bf16/fp16 activations and adapter outputs
 FORWARD_IN, FORWARD_OUT = 1, 6  # elements per token per input / output dimension, forward
 BACKWARD_IN, BACKWARD_OUT = 5, 4  # the same, backward
@@ -34,11 +34,13 @@ BACKWARD_IN, BACKWARD_OUT = 5, 4  # the same, backward
 def adapted_dims(arch: Architecture, targets: str = "all") -> tuple[int, int]:
     """(Σ d_in, Σ d_out) over one layer's adapted matrices: q, k, v, o and gate, up, down
     (planner.physics.memory.lora_params counts adapter parameters from it); "qkv": the fused projection reads h
-    once, writes q + 2·kv."""
+    once, writes q + 2·kv; "qv": the query and value projections (LitGPT's and the LoRA paper's default)."""
     h, hd = arch.hidden_size, arch.head_dim
     q, kv, f = arch.attention_heads * hd, arch.kv_heads * hd, arch.ffn_hidden_size
     if targets == "qkv":
         return h, q + 2 * kv
+    if targets == "qv":
+        return 2 * h, q + kv
     d_in = 3 * h + q + 2 * h + f  # q, k, v read h; o reads q; gate, up read h; down reads f
     d_out = q + kv + kv + h + f + f + h
     return d_in, d_out

@@ -209,6 +209,19 @@ def quantized_base_input_bytes_per_layer(seq: int, micro_batch: int, arch: Archi
     return ACTIVATION_BYTES * seq * micro_batch * (3 * arch.hidden_size + arch.ffn_hidden_size) / tp
 
 
+def adapter_dropout_bytes_per_layer(seq: int, micro_batch: int, arch: Architecture, tp: int, targets: str,
+                                    fused_qkv: bool) -> float:
+    """What LoRA's dropout keeps beyond the layer's own activations: an adapter computes B·A·dropout(x), and its
+    backward needs the dropped copy of x (A's gradient) and the dropout's mask (x's), 2 + 1 bytes per input element
+    at each dropout (PEFT peft/tuners/lora/layer.py Linear.forward, LitGPT litgpt/lora.py LoRALinear.forward); without
+    dropout the adapter keeps x itself, which the layer keeps already. One dropout per adapted matrix, or one for q, k
+    and v where they share an adapter module (LitGPT's LoRAQKVLinear)."""
+    d_in = adapted_dims(arch, targets)[0]
+    if fused_qkv and targets in ("all", "qv"):
+        d_in -= (2 if targets == "all" else 1) * arch.hidden_size  # q, k, v (or q, v) read one dropped copy of h
+    return (ACTIVATION_BYTES + 1) * seq * micro_batch * d_in / tp
+
+
 def optimizer_state_bytes(optimizer: str, mixed_precision: bool) -> float:
     """Bytes per trained parameter: fp32 master copy (mixed precision only) + moment estimates.
     Adam/AdamW keep m and v (ZeRO paper's K = 12 with the master copy); SGD keeps momentum;
@@ -261,6 +274,10 @@ class TrainingSetup:
     # that is not a parameter, the output head's excepted): one layer's share stays on the GPU.
     activation_offload: bool = False
     lora_targets: str = "all"  # the matrices LoRA adapts (planner/physics/lora_traffic.py LORA_TARGETS)
+    # Dropout on the adapters' input (PEFT's and torchtune's default 0; LitGPT's configs 0.05-0.1), and whether q, k
+    # and v share one adapter module and so one dropout (LitGPT's fused LoRAQKVLinear): adapter_dropout_bytes_per_layer.
+    lora_dropout: float = 0.0
+    lora_fused_qkv: bool = False
     # QLoRA's 4-bit kernels: bitsandbytes (HF PEFT and LitGPT run them) keep each base matmul's input,
     # torchao's NF4 (torchtune) does not (quantized_base_input_bytes_per_layer).
     nf4_kernels: str = "bitsandbytes"
@@ -362,6 +379,9 @@ def training_memory(arch: Architecture, setup: TrainingSetup, tp: int, pp: int, 
     per_layer = activation_bytes_per_layer(seq, micro_batch, arch, tp, checkpointing, flash_attention)
     kept_inputs = quantized_base_input_bytes_per_layer(seq, micro_batch, arch, tp) \
         if setup.method == "qlora" and setup.nf4_kernels == "bitsandbytes" else 0.0
+    if setup.method != "full" and setup.lora_dropout > 0:
+        kept_inputs += adapter_dropout_bytes_per_layer(seq, micro_batch, arch, tp, setup.lora_targets,
+                                                       setup.lora_fused_qkv)
     if checkpointing != "full":  # under full recompute only the layer being recomputed keeps them
         per_layer += kept_inputs
     in_flight = min(pp, microbatches)

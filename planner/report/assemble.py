@@ -139,14 +139,19 @@ def _choice(w: Workload, cand: Candidate, catalog: Catalog, target: str, alterna
     return choice, warnings + vintage_warnings
 
 
+def _adapters(w: Workload) -> bool:
+    """A LoRA or QLoRA run, whose memory has a band of its own (planner/physics/bands.py)."""
+    return w.training is not None and w.training.method != "full"
+
+
 def _memory(w: Workload, cand: Candidate, platform: str) -> PlanMemory:
     """Per-device memory, and for training the band it was fitted at."""
     required, accel = cand.memory.total, cand.accel
     memory = PlanMemory(per_device_bytes=cand.memory.as_dict(), required_per_device_bytes=required,
                         usable_per_device_bytes=cand.usable_bytes, device_memory_bytes=accel.memory_bytes,
                         headroom_fraction=1 - required / accel.memory_bytes,
-                        band=memory_band(platform, required) if w.kind != "inference" else {})
-    if w.kind != "inference" and memory_fit_factor(platform, w.constraints.confidence) > 1:
+                        band=memory_band(platform, required, _adapters(w)) if w.kind != "inference" else {})
+    if w.kind != "inference" and memory_fit_factor(platform, w.constraints.confidence, _adapters(w)) > 1:
         memory.decided_at = "high edge of the 80% band (confidence: likely)"
     return memory
 

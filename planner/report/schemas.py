@@ -23,7 +23,7 @@ SPEC_DOC = "docs/spec.md"
 # Units by field name: exact names first, then suffixes (the spec names carry their unit, design.md).
 UNIT_NAMES = {"tokens": "tokens", "sequence_length": "tokens", "params": "parameters", "active_params": "parameters",
               "peak_to_mean": "ratio", "concurrent_requests": "requests", "max_nodes": "nodes", "nodes": "nodes",
-              "memory_headroom": "fraction", "max_checkpoint_share": "fraction", "lora_rank": "rank",
+              "memory_headroom": "fraction", "max_checkpoint_share": "fraction", "lora_rank": "rank", "lora_dropout": "probability",
               "spot_interruptions_per_month": "fraction of instances per month", "requests_per_day": "requests/day",
               "hours_per_month": "h/month", "sliding_window": "tokens", "head_dim": "dimensions",
               "kv_lora_rank": "dimensions", "qk_rope_head_dim": "dimensions",

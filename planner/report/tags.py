@@ -145,7 +145,8 @@ def plan_tags(plan: Plan, w: Workload, environment: str = "production") -> dict[
     else:
         t = w.training
         tags[PREFIX + "training"] = _pairs({"method": t.method, "seq": t.sequence_length, "opt": t.optimizer,
-                                            "grad": t.grad_precision, "rank": t.lora_rank})
+                                            "grad": t.grad_precision, "rank": t.lora_rank,
+                                            "drop": t.lora_dropout if t.method != "full" and t.lora_dropout else None})
         seconds = plan.performance.wall_clock_s or plan.performance.time_to_train_s
         if seconds:  # what one run occupies the cluster: the budget rule prices a run, not a month
             tags[RUN_HOURS] = f"{seconds / 3600:.2f}"
@@ -180,6 +181,16 @@ def _int(tag: str, key: str, text: str, low: int, high: int) -> int:
     if not math.isfinite(number) or number != int(number) or not low <= number <= high:
         raise TagError(tag, f"{key}={_short(text)!r} must be a whole number from {low} to {high:,}")
     return int(number)
+
+
+def _probability(tag: str, key: str, text: str) -> float:
+    try:
+        number = float(text)
+    except ValueError:
+        raise TagError(tag, f"{key}={_short(text)!r} is not a number") from None
+    if not 0 <= number < 1:  # NaN fails both
+        raise TagError(tag, f"{key}={_short(text)!r} must be at least 0 and below 1")
+    return number
 
 
 def _choice(tag: str, key: str, text: str, allowed: tuple) -> str:
@@ -217,13 +228,14 @@ def _serving(text: str) -> dict[str, str | int]:
 
 def _training(text: str) -> dict[str, str | int]:
     tag = PREFIX + "training"
-    raw = _unpairs(tag, text, {"method", "seq", "opt", "grad", "rank"})
+    raw = _unpairs(tag, text, {"method", "seq", "opt", "grad", "rank", "drop"})
     fields = Training.model_fields
     return {"method": _choice(tag, "method", raw.get("method", "full"), get_args(fields["method"].annotation)),
             "seq": _int(tag, "seq", raw.get("seq", "4096"), 1, 10_000_000),
             "opt": _choice(tag, "opt", raw.get("opt", "adamw"), get_args(fields["optimizer"].annotation)),
             "grad": _choice(tag, "grad", raw.get("grad", "auto"), get_args(fields["grad_precision"].annotation)),
-            "rank": _int(tag, "rank", raw.get("rank", "16"), 1, 4096)}
+            "rank": _int(tag, "rank", raw.get("rank", "16"), 1, 4096),
+            "drop": _probability(tag, "drop", raw.get("drop", "0"))}
 
 
 def _architecture(model: str, tags: dict[str, str]) -> Architecture:
@@ -316,7 +328,7 @@ def required_memory(tagged: TaggedWorkload, catalog: Catalog, instance_type: str
         return inference_memory(arch, tagged.precision, str(d["kv"]), tp, pp, batch, tokens, accel.is_neuron)
     d = tagged.details
     setup = TrainingSetup(str(d["method"]), tagged.precision, str(d["opt"]), str(d["grad"]), int(d["rank"]),
-                          int(d["seq"]))
+                          int(d["seq"]), lora_dropout=float(d.get("drop", 0)))
     return training_memory(arch, setup, tp, pp, tagged.int_of("dp"), tagged.int_of("zero", 0), tagged.int_of("mb"),
                            tagged.int_of("m"), str(tagged.layout.get("ckpt", "full")), accel.supports.flash_attention,
                            tagged.int_of("vs"), accel.is_neuron, cp=tagged.int_of("cp"))

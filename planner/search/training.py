@@ -77,12 +77,12 @@ class _TrainingSearch:
         platform = "neuron" if neuron else "gpu"
         self.usable = accel.memory_bytes * (1 - c.memory_headroom)
         # constraints.confidence likely: the memory must fit at the high edge of memory.band
-        self.grow = memory_fit_factor(platform, c.confidence)
+        self.grow = memory_fit_factor(platform, c.confidence, t.method != "full")
         self.fit_usable = self.usable / self.grow
         self.fit_edge = f" (estimate × {self.grow:.2f}, the 80% band's high edge: confidence likely)" \
             if self.grow > 1 else ""
         self.setup = TrainingSetup(t.method, w.precision, t.optimizer, t.grad_precision, t.lora_rank, t.sequence_length,
-                                   kernels=t.kernels)
+                                   kernels=t.kernels, lora_dropout=t.lora_dropout)
         self.seqs = global_batch_sequences(w)
         self.step_memo = step_table(arch, self.setup, itype, accel)  # step_parts' pieces (physics/training_time.py)
         self.work = training_work(arch, self.setup)

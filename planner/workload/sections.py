@@ -138,6 +138,9 @@ class Training(_Section):
     activation_checkpointing: Literal["none", "selective", "full", "auto"] = "auto"
     deadline_hours: float | None = Field(default=None, gt=0, le=1e6)
     lora_rank: int = Field(default=16, gt=0, le=4096)
+    # Dropout on the adapters' input (PEFT's default 0): above 0 each adapter keeps a dropped copy of its input and
+    # a mask through the backward (planner/physics/memory.py adapter_dropout_bytes_per_layer).
+    lora_dropout: float = Field(default=0.0, ge=0, lt=1)
     # Gradient accounting: fp32 grads give the 18 B/param Megatron figure, 16-bit the ZeRO paper's
     # 16 B/param. auto: fp32 for bf16 training (Megatron), fp16 for fp16 training (DeepSpeed).
     grad_precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
