@@ -116,7 +116,7 @@ def _qlora(dropout: float | None = None):
     if dropout is not None:
         training["lora_dropout"] = dropout
     return workload(kind="fine-tuning", model={"preset": "llama-3.1-8b"}, training=training,
-                    constraints={"instance_types": ["g6e.xlarge"]})
+                    layout={"nodes": 1, "micro_batch": 1}, constraints={"instance_types": ["g6e.xlarge"]})
 
 
 def test_a_plan_counts_the_dropout_it_is_told_and_the_gate_recounts_it(catalog):

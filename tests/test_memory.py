@@ -161,26 +161,28 @@ def test_quoted_8b_fsdp_run_fits_its_96_gb_card():
     assert need < 96e9 * 0.9 / GIB
 
 
-def test_bitsandbytes_qlora_keeps_each_base_matmuls_input():
-    """bitsandbytes' MatMul4Bit keeps its input for the backward (`ctx.tensors = (A, B)`), a frozen nn.Linear does
-    not: per layer 2 B × s·b × (3h + f), for Llama 2 7B at 2 × 512 tokens 47.7 MB, 1.42 GiB over 32 layers.
-    torchao's NF4 (torchtune) keeps nothing, LoRA keeps nothing, and under full recompute only the layer being
-    recomputed does."""
+def test_bitsandbytes_through_0_43_1_keeps_each_base_matmuls_input():
+    """bitsandbytes' MatMul4Bit kept its input for the backward through 0.43.1 (`ctx.tensors = (A, B)`), a frozen
+    nn.Linear does not: per layer 2 B × s·b × (3h + f), for Llama 2 7B at 2 × 512 tokens 47.7 MB, 1.42 GiB over 32
+    layers (LitGPT's pinned 0.42.0). From 0.43.2 it keeps the weight only (`ctx.tensors = (None, B)`, PR #1270), as
+    torchao's NF4 (torchtune) does: the planner's default, and a LoRA's activations. Under full recompute only the
+    layer being recomputed keeps them."""
     from dataclasses import replace
     from planner.physics.memory import quantized_base_input_bytes_per_layer
     llama = presets()["llama-2-7b"]
     per_layer = quantized_base_input_bytes_per_layer(512, 2, llama, 1)
     assert per_layer == 2 * 1024 * (3 * 4096 + 11008) == 47_710_208
     qlora = TrainingSetup("qlora", "bf16", "adamw", "auto", 32, 512)
+    assert qlora.nf4_kernels == "bitsandbytes"
 
     def activations(setup, checkpointing):
         return training_memory(llama, setup, 1, 1, 1, 0, 2, 4, checkpointing, True).activations
 
-    torchao = replace(qlora, nf4_kernels="torchao")
+    legacy, torchao = replace(qlora, nf4_kernels="bitsandbytes-0.43.1"), replace(qlora, nf4_kernels="torchao")
     lora = replace(qlora, method="lora")
-    assert activations(qlora, "none") - activations(torchao, "none") == pytest.approx(32 * per_layer)
-    assert activations(torchao, "none") == activations(lora, "none")
-    assert activations(qlora, "full") - activations(torchao, "full") == pytest.approx(per_layer)
+    assert activations(legacy, "none") - activations(qlora, "none") == pytest.approx(32 * per_layer)
+    assert activations(qlora, "none") == activations(torchao, "none") == activations(lora, "none")
+    assert activations(legacy, "full") - activations(qlora, "full") == pytest.approx(per_layer)
 
 
 @pytest.mark.parametrize("row_id, published_gib", [

@@ -199,23 +199,24 @@ def op_activation_bytes_per_layer(seq: int, micro_batch: int, arch: Architecture
     return ACTIVATION_BYTES * seq * micro_batch * width / tp
 
 
+NF4_KEEPS_INPUTS = ("bitsandbytes-0.43.1",)  # TrainingSetup.nf4_kernels whose matmul keeps its input
+
+
 def quantized_base_input_bytes_per_layer(seq: int, micro_batch: int, arch: Architecture, tp: int) -> float:
-    """What a QLoRA layer keeps beyond a LoRA one: bitsandbytes' 4-bit matmul keeps its input for the backward
-    whenever that input needs a gradient (bitsandbytes/autograd/_functions.py MatMul4Bit.forward,
-    `ctx.tensors = (A, B)`), though a frozen weight's gradient never reads it; a frozen nn.Linear keeps nothing.
-    The inputs no other operator keeps: the attention's normed input (q, k, v), the attention output reshaped for
-    the output projection, the MLP's normed input (gate, up) and the down projection's input:
-    2 × s·b × (3h + f) / t bytes. torchao's NF4 (torchtune) keeps only the weight (LinearNF4.forward)."""
+    """What a QLoRA layer keeps beyond a LoRA one on bitsandbytes through 0.43.1, whose 4-bit matmul kept its input
+    (bitsandbytes/autograd/_functions.py MatMul4Bit.forward, `ctx.tensors = (A, B)`) though a frozen weight's gradient
+    never reads it: the attention's normed input, its output, the MLP's normed input and the down projection's input,
+    2 × s·b × (3h + f) / t bytes. From 0.43.2 (PR #1270, commit 9e753741, "delete useless buffered activation") it keeps
+    the weight only (`ctx.tensors = (None, B)`), as torchao's NF4 (torchtune) always did: NF4_KEEPS_INPUTS."""
     return ACTIVATION_BYTES * seq * micro_batch * (3 * arch.hidden_size + arch.ffn_hidden_size) / tp
 
 
 def adapter_dropout_bytes_per_layer(seq: int, micro_batch: int, arch: Architecture, tp: int, targets: str,
                                     fused_qkv: bool) -> float:
-    """What LoRA's dropout keeps beyond the layer's own activations: an adapter computes B·A·dropout(x), and its
-    backward needs the dropped copy of x (A's gradient) and the dropout's mask (x's), 2 + 1 bytes per input element
-    at each dropout (PEFT peft/tuners/lora/layer.py Linear.forward, LitGPT litgpt/lora.py LoRALinear.forward); without
-    dropout the adapter keeps x itself, which the layer keeps already. One dropout per adapted matrix, or one for q, k
-    and v where they share an adapter module (LitGPT's LoRAQKVLinear)."""
+    """What LoRA's dropout keeps beyond the layer's own activations: an adapter computes B·A·dropout(x), whose backward
+    needs the dropped copy (A's gradient) and the mask (x's), 2 + 1 bytes per input element at each dropout (PEFT
+    lora/layer.py Linear.forward, litgpt/lora.py LoRALinear.forward; without dropout it keeps x, which the layer
+    keeps already): one per adapted matrix, or one for q, k and v in one module (LitGPT's LoRAQKVLinear)."""
     d_in = adapted_dims(arch, targets)[0]
     if fused_qkv and targets in ("all", "qv"):
         d_in -= (2 if targets == "all" else 1) * arch.hidden_size  # q, k, v (or q, v) read one dropped copy of h
@@ -278,8 +279,8 @@ class TrainingSetup:
     # and v share one adapter module and so one dropout (LitGPT's fused LoRAQKVLinear): adapter_dropout_bytes_per_layer.
     lora_dropout: float = 0.0
     lora_fused_qkv: bool = False
-    # QLoRA's 4-bit kernels: bitsandbytes (HF PEFT and LitGPT run them) keep each base matmul's input,
-    # torchao's NF4 (torchtune) does not (quantized_base_input_bytes_per_layer).
+    # QLoRA's 4-bit kernels: bitsandbytes (0.43.2 on), bitsandbytes-0.43.1 (LitGPT pins 0.42.0) or torchao's NF4
+    # (torchtune's): quantized_base_input_bytes_per_layer.
     nf4_kernels: str = "bitsandbytes"
     # The training kernel stack, eager, compiled or fused (workload.sections): the step's speed, not its memory.
     kernels: str = "eager"
@@ -378,7 +379,7 @@ def training_memory(arch: Architecture, setup: TrainingSetup, tp: int, pp: int, 
         grads += unsharded_grads
     per_layer = activation_bytes_per_layer(seq, micro_batch, arch, tp, checkpointing, flash_attention)
     kept_inputs = quantized_base_input_bytes_per_layer(seq, micro_batch, arch, tp) \
-        if setup.method == "qlora" and setup.nf4_kernels == "bitsandbytes" else 0.0
+        if setup.method == "qlora" and setup.nf4_kernels in NF4_KEEPS_INPUTS else 0.0
     if setup.method != "full" and setup.lora_dropout > 0:
         kept_inputs += adapter_dropout_bytes_per_layer(seq, micro_batch, arch, tp, setup.lora_targets,
                                                        setup.lora_fused_qkv)
