@@ -111,12 +111,16 @@ def test_a_lora_plan_checks_its_memory_at_the_adapter_band():
     assert bands.memory_fit_factor("neuron", "likely", adapters=True) == bands.memory_fit_factor("neuron", "likely")
 
 
-def _qlora(dropout: float | None = None):
+def _qlora_fields(dropout: float | None = None) -> dict:
     training = {"method": "qlora", "tokens": 2e7, "sequence_length": 2048, "global_batch_tokens": 16 * 2048}
     if dropout is not None:
         training["lora_dropout"] = dropout
-    return workload(kind="fine-tuning", model={"preset": "llama-3.1-8b"}, training=training,
-                    layout={"nodes": 1, "micro_batch": 1}, constraints={"instance_types": ["g6e.xlarge"]})
+    return {"kind": "fine-tuning", "model": {"preset": "llama-3.1-8b"}, "training": training,
+            "layout": {"nodes": 1, "micro_batch": 1}, "constraints": {"instance_types": ["g6e.xlarge"]}}
+
+
+def _qlora(dropout: float | None = None):
+    return workload(**_qlora_fields(dropout))
 
 
 def test_a_plan_counts_the_dropout_it_is_told_and_the_gate_recounts_it(catalog):
@@ -151,3 +155,21 @@ def test_a_tagged_dropout_outside_zero_to_one_is_refused_by_the_gate(catalog):
     tags[DIGEST] = digest(tags)  # sealed again, as a hand edit could not be: the range check itself answers
     with pytest.raises(TagError, match="drop='1.5' must be at least 0 and below 1"):
         read_tags(tags)
+
+
+def test_a_plan_adapts_the_matrices_it_is_told(catalog):
+    """`training.lora_targets: qv` trains q and v only: 2·h in, q + kv out per layer (Llama 3.1 8B: 8,192 and 5,120),
+    where `all` trains seven matrices; the adapters' states, their checkpoint and the gate's recount follow."""
+    arch = presets()["llama-3.1-8b"]
+    everything, qv = _qlora(), workload(**{**_qlora_fields(), "training": {**_qlora_fields()["training"], "lora_targets": "qv"}})
+    a, b = plan_workload(everything, catalog), plan_workload(qv, catalog)
+    ratio = lora_params(arch, 16, "qv") / lora_params(arch, 16, "all")
+    assert ratio == pytest.approx((8192 + 5120) / sum(adapted_dims(arch, "all")))
+    assert b.memory.per_device_bytes["optimizer"] == pytest.approx(a.memory.per_device_bytes["optimizer"] * ratio)
+    assert b.storage.checkpoint_bytes == pytest.approx(a.storage.checkpoint_bytes * ratio)  # adapters and their states
+    tags = plan_tags(b, qv)
+    assert "tgt=qv" in tags["gpuplan:training"].split() and "tgt=" not in plan_tags(a, everything)["gpuplan:training"]
+    assert required_memory(read_tags(tags), catalog, b.choice.instance_type).total == pytest.approx(
+        b.memory.required_per_device_bytes)
+    with pytest.raises(SpecError, match="training.lora_targets"):
+        workload(**{**_qlora_fields(), "training": {**_qlora_fields()["training"], "lora_targets": "mlp"}})

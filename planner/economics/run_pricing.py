@@ -23,7 +23,8 @@ def run_storage(w: Workload, tokens_per_s: float, nodes: int) -> StoragePlan:
     return plan_storage(w.architecture, method=t.method, precision=w.precision, optimizer=t.optimizer,
                         lora_rank=t.lora_rank, tokens=t.tokens, tokens_per_s=tokens_per_s, nodes=nodes,
                         dataset_format=t.dataset_format, checkpoint_interval_s=t.checkpoint_interval_minutes * 60,
-                        max_checkpoint_share=t.max_checkpoint_share, region=w.constraints.region)
+                        max_checkpoint_share=t.max_checkpoint_share, region=w.constraints.region,
+                        lora_targets=t.lora_targets)
 
 
 def unpriced_verdict(w: Workload, book: dict[str, HourlyPrice], nodes: int, train_s: float,
@@ -50,7 +51,7 @@ def stream_terms(w: Workload) -> tuple[float, float]:
     """(dataset bytes per token, checkpoint write MB/s): the run's figures every layout's S3 check reads."""
     t = w.training
     arch = w.architecture
-    ckpt = checkpoint_bytes(arch, t.method, w.precision, t.optimizer, t.lora_rank)
+    ckpt = checkpoint_bytes(arch, t.method, w.precision, t.optimizer, t.lora_rank, t.lora_targets)
     return (dataset_bytes_per_token(t.dataset_format, arch.vocab_size),
             checkpoint_write_mb_s(ckpt, t.checkpoint_interval_minutes * 60, t.max_checkpoint_share))
 

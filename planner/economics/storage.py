@@ -72,11 +72,12 @@ def dataset_bytes_per_token(fmt: str, vocab_size: int) -> float:
     return 2.0 if vocab_size < 2**16 else 4.0
 
 
-def checkpoint_bytes(arch: Architecture, method: str, precision: str, optimizer: str, lora_rank: int) -> float:
+def checkpoint_bytes(arch: Architecture, method: str, precision: str, optimizer: str, lora_rank: int,
+                     lora_targets: str = "all") -> float:
     """What a resumable checkpoint holds: the trained weights (16-bit, fp32 for fp32 training) and the
     optimizer states (fp32 master copy and moments, memory.optimizer_state_bytes). Frozen LoRA/QLoRA
     base weights are not saved; gradients are not part of a checkpoint."""
-    trained = arch.params if method == "full" else lora_params(arch, lora_rank)
+    trained = arch.params if method == "full" else lora_params(arch, lora_rank, lora_targets)
     weight_b = 4.0 if precision == "fp32" else 2.0
     return trained * (weight_b + optimizer_state_bytes(optimizer, precision != "fp32"))
 
@@ -103,13 +104,13 @@ def size_fsx(region: str, needed_mb_s: float, needed_bytes: float) -> FsxSizing:
 
 def storage_rates(arch: Architecture, *, method: str, precision: str, optimizer: str, lora_rank: int,
                   tokens: float, tokens_per_s: float, nodes: int, dataset_format: str, checkpoint_interval_s: float,
-                  max_checkpoint_share: float) -> tuple[float, float, float, float, float]:
+                  max_checkpoint_share: float, lora_targets: str = "all") -> tuple[float, float, float, float, float]:
     """(dataset bytes, checkpoint bytes, read MB/s, write MB/s, MB/s per node): a run whose per-node share
     is within S3_MB_S_PER_NODE streams from S3, and then no file system needs sizing (the search asks this
     of every layout it cannot pick, plan_storage of those it prices)."""
     per_token = dataset_bytes_per_token(dataset_format, arch.vocab_size)
     dataset = tokens * per_token
-    ckpt = checkpoint_bytes(arch, method, precision, optimizer, lora_rank)
+    ckpt = checkpoint_bytes(arch, method, precision, optimizer, lora_rank, lora_targets)
     read_mb_s, write_mb_s = tokens_per_s * per_token / 1e6, checkpoint_write_mb_s(ckpt, checkpoint_interval_s,
                                                                                   max_checkpoint_share)
     return dataset, ckpt, read_mb_s, write_mb_s, per_node_mb_s(per_token, write_mb_s, tokens_per_s, nodes)
@@ -128,12 +129,13 @@ def per_node_mb_s(dataset_bytes_per_token_: float, write_mb_s: float, tokens_per
 
 def plan_storage(arch: Architecture, *, method: str, precision: str, optimizer: str, lora_rank: int,
                  tokens: float, tokens_per_s: float, nodes: int, dataset_format: str,
-                 checkpoint_interval_s: float, max_checkpoint_share: float, region: str) -> StoragePlan:
+                 checkpoint_interval_s: float, max_checkpoint_share: float, region: str,
+                 lora_targets: str = "all") -> StoragePlan:
     """Throughputs from the run, then S3 if every node's share fits S3 streaming, else FSx for Lustre."""
     dataset, ckpt, read_mb_s, write_mb_s, per_node = storage_rates(
         arch, method=method, precision=precision, optimizer=optimizer, lora_rank=lora_rank, tokens=tokens,
         tokens_per_s=tokens_per_s, nodes=nodes, dataset_format=dataset_format,
-        checkpoint_interval_s=checkpoint_interval_s, max_checkpoint_share=max_checkpoint_share)
+        checkpoint_interval_s=checkpoint_interval_s, max_checkpoint_share=max_checkpoint_share, lora_targets=lora_targets)
     fsx = size_fsx(region, max(read_mb_s, write_mb_s), dataset + CHECKPOINTS_KEPT * ckpt)
     if per_node <= S3_MB_S_PER_NODE:
         bandwidth = S3_MB_S_PER_NODE * nodes

@@ -146,7 +146,8 @@ def plan_tags(plan: Plan, w: Workload, environment: str = "production") -> dict[
         t = w.training
         tags[PREFIX + "training"] = _pairs({"method": t.method, "seq": t.sequence_length, "opt": t.optimizer,
                                             "grad": t.grad_precision, "rank": t.lora_rank,
-                                            "drop": t.lora_dropout if t.method != "full" and t.lora_dropout else None})
+                                            "drop": t.lora_dropout if t.method != "full" and t.lora_dropout else None,
+                                            "tgt": t.lora_targets if t.method != "full" and t.lora_targets != "all" else None})
         seconds = plan.performance.wall_clock_s or plan.performance.time_to_train_s
         if seconds:  # what one run occupies the cluster: the budget rule prices a run, not a month
             tags[RUN_HOURS] = f"{seconds / 3600:.2f}"
@@ -228,14 +229,15 @@ def _serving(text: str) -> dict[str, str | int]:
 
 def _training(text: str) -> dict[str, str | int]:
     tag = PREFIX + "training"
-    raw = _unpairs(tag, text, {"method", "seq", "opt", "grad", "rank", "drop"})
+    raw = _unpairs(tag, text, {"method", "seq", "opt", "grad", "rank", "drop", "tgt"})
     fields = Training.model_fields
     return {"method": _choice(tag, "method", raw.get("method", "full"), get_args(fields["method"].annotation)),
             "seq": _int(tag, "seq", raw.get("seq", "4096"), 1, 10_000_000),
             "opt": _choice(tag, "opt", raw.get("opt", "adamw"), get_args(fields["optimizer"].annotation)),
             "grad": _choice(tag, "grad", raw.get("grad", "auto"), get_args(fields["grad_precision"].annotation)),
             "rank": _int(tag, "rank", raw.get("rank", "16"), 1, 4096),
-            "drop": _probability(tag, "drop", raw.get("drop", "0"))}
+            "drop": _probability(tag, "drop", raw.get("drop", "0")),
+            "tgt": _choice(tag, "tgt", raw.get("tgt", "all"), get_args(fields["lora_targets"].annotation))}
 
 
 def _architecture(model: str, tags: dict[str, str]) -> Architecture:
@@ -328,7 +330,7 @@ def required_memory(tagged: TaggedWorkload, catalog: Catalog, instance_type: str
         return inference_memory(arch, tagged.precision, str(d["kv"]), tp, pp, batch, tokens, accel.is_neuron)
     d = tagged.details
     setup = TrainingSetup(str(d["method"]), tagged.precision, str(d["opt"]), str(d["grad"]), int(d["rank"]),
-                          int(d["seq"]), lora_dropout=float(d.get("drop", 0)))
+                          int(d["seq"]), lora_dropout=float(d.get("drop", 0)), lora_targets=str(d.get("tgt", "all")))
     return training_memory(arch, setup, tp, pp, tagged.int_of("dp"), tagged.int_of("zero", 0), tagged.int_of("mb"),
                            tagged.int_of("m"), str(tagged.layout.get("ckpt", "full")), accel.supports.flash_attention,
                            tagged.int_of("vs"), accel.is_neuron, cp=tagged.int_of("cp"))

@@ -82,7 +82,7 @@ class _TrainingSearch:
         self.fit_edge = f" (estimate × {self.grow:.2f}, the 80% band's high edge: confidence likely)" \
             if self.grow > 1 else ""
         self.setup = TrainingSetup(t.method, w.precision, t.optimizer, t.grad_precision, t.lora_rank, t.sequence_length,
-                                   kernels=t.kernels, lora_dropout=t.lora_dropout)
+                                   kernels=t.kernels, lora_dropout=t.lora_dropout, lora_targets=t.lora_targets)
         self.seqs = global_batch_sequences(w)
         self.step_memo = step_table(arch, self.setup, itype, accel)  # step_parts' pieces (physics/training_time.py)
         self.work = training_work(arch, self.setup)

@@ -141,6 +141,9 @@ class Training(_Section):
     # Dropout on the adapters' input (PEFT's default 0): above 0 each adapter keeps a dropped copy of its input and
     # a mask through the backward (planner/physics/memory.py adapter_dropout_bytes_per_layer).
     lora_dropout: float = Field(default=0.0, ge=0, lt=1)
+    # The matrices the adapters train (planner/physics/lora_traffic.py): every linear layer (PEFT's "all-linear"), or
+    # the attention's query, key and value, or query and value only (the LoRA paper's and LitGPT's default).
+    lora_targets: Literal["all", "qkv", "qv"] = "all"
     # Gradient accounting: fp32 grads give the 18 B/param Megatron figure, 16-bit the ZeRO paper's
     # 16 B/param. auto: fp32 for bf16 training (Megatron), fp16 for fp16 training (DeepSpeed).
     grad_precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
