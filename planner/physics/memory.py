@@ -275,12 +275,10 @@ class TrainingSetup:
     # that is not a parameter, the output head's excepted): one layer's share stays on the GPU.
     activation_offload: bool = False
     lora_targets: str = "all"  # the matrices LoRA adapts (planner/physics/lora_traffic.py LORA_TARGETS)
-    # Dropout on the adapters' input (PEFT's and torchtune's default 0; LitGPT's configs 0.05-0.1), and whether q, k
-    # and v share one adapter module and so one dropout (LitGPT's fused LoRAQKVLinear): adapter_dropout_bytes_per_layer.
+    # Adapter dropout (PEFT's default 0), and q, k, v in one adapter module (LitGPT): adapter_dropout_bytes_per_layer.
     lora_dropout: float = 0.0
     lora_fused_qkv: bool = False
-    # QLoRA's 4-bit kernels: bitsandbytes (0.43.2 on), bitsandbytes-0.43.1 (LitGPT pins 0.42.0) or torchao's NF4
-    # (torchtune's): quantized_base_input_bytes_per_layer.
+    # QLoRA's kernels: bitsandbytes (0.43.2 on), bitsandbytes-0.43.1 or torchao: quantized_base_input_bytes_per_layer.
     nf4_kernels: str = "bitsandbytes"
     # The training kernel stack, eager, compiled or fused (workload.sections): the step's speed, not its memory.
     kernels: str = "eager"
@@ -349,10 +347,12 @@ def training_model_states(arch: Architecture, setup: TrainingSetup, tp: int, pp:
         dense = zero_model_states((arch.params - routed) / shard, dp, zero, w_b, g_b, o_b)
         experts = zero_model_states(routed / (shard * ep), dp // ep, zero, w_b, g_b, o_b)
         return dense[0] + experts[0], dense[1] + experts[1], dense[2] + experts[2]
-    # LoRA / QLoRA: the frozen base has no gradients or optimizer state; adapters train in fp32.
-    base = base_weight_bytes(arch, setup) / shard
+    # LoRA / QLoRA: a frozen base has no gradients or optimizer state; adapters train in fp32 (PEFT), in bf16 where
+    # every state is (STATE_BYTES["bf16"]: LitGPT's bf16-true, torchtune).
     adapters = lora_params(arch, setup.lora_rank, setup.lora_targets) / shard
-    a_w, a_g, a_o = zero_model_states(adapters, dp, zero, 4.0, 4.0, optimizer_state_bytes(setup.optimizer, False))
+    a_w, a_g, a_o = zero_model_states(adapters, dp, zero, *(STATE_BYTES["bf16"] if setup.states == "bf16" else (
+        4.0, 4.0, optimizer_state_bytes(setup.optimizer, False))))
+    base = base_weight_bytes(arch, setup) / shard
     return base / (dp if zero >= 3 else 1) + a_w, a_g, a_o
 
 
