@@ -188,3 +188,13 @@ def test_adapters_keep_their_states_in_bf16_where_every_state_is():
     bw, bg, bo = training_model_states(llama, replace(peft, states="bf16"), 1, 1, 1, 0)
     assert (g, o) == (adapters * 4.0, adapters * 8.0) and (bg, bo) == (adapters * 2.0, adapters * 4.0)
     assert w - bw == pytest.approx(adapters * 2.0)
+
+
+def test_the_spec_offers_exactly_the_targets_the_physics_knows():
+    """planner/workload may not import planner/physics (the stages import one way), so the spec's Literal restates
+    lora_traffic.LORA_TARGETS: they must stay one list."""
+    from typing import get_args
+
+    from planner.physics.lora_traffic import LORA_TARGETS
+    from planner.workload.sections import Training
+    assert get_args(Training.model_fields["lora_targets"].annotation) == LORA_TARGETS

@@ -38,12 +38,13 @@ def bands() -> dict:
     return load("accuracy_bands")
 
 
-def ratio_quantiles(platform: str, metric: str, moe: bool = False) -> tuple[float, float] | None:
+def ratio_quantiles(platform: str, metric: str, moe: bool = False, adapters: bool = False) -> tuple[float, float] | None:
     """(q10, q90) of measured / predicted for the class, or None where no source measured it. A mixture-of-experts
     model on a GPU takes the MoE rows' own class where one is stored (two or more sources: bench/accuracy.py
     MODEL_CLASS_MIN_SOURCES): routing, expert GEMMs and all-to-all miss in ways dense rows never show (its
-    throughput rows sit 23% fast, and the GPU class's band held 59% of them)."""
-    entry = _entry(platform, metric, moe)
+    throughput rows sit 23% fast, and the GPU class's band held 59% of them); a LoRA or QLoRA run's peak memory
+    (`adapters`) the adapter runs' class (bench/accuracy.py ADAPTER_CLASS)."""
+    entry = _entry(platform, metric, moe, adapters)
     return (entry["q10"], entry["q90"]) if entry else None
 
 
@@ -86,15 +87,8 @@ def performance_band(platform: str, kind: str, fields: dict[str, float | None],
     return out
 
 
-def _memory_quantiles(platform: str, adapters: bool) -> tuple[float, float] | None:
-    """A LoRA or QLoRA run (`adapters`) on a GPU takes the adapter runs' own peak-memory class where one is stored
-    (bench/accuracy.py ADAPTER_CLASS), full training the platform's."""
-    entry = _entry(platform, MEMORY_METRIC, False, adapters)
-    return (entry["q10"], entry["q90"]) if entry else None
-
-
 def memory_band(platform: str, required_bytes: float, adapters: bool = False) -> dict[str, list[float]]:
-    q = _memory_quantiles(platform, adapters)
+    q = ratio_quantiles(platform, MEMORY_METRIC, adapters=adapters)
     return {"required_bytes": _edge(required_bytes, q, "direct")} if q else {}
 
 
@@ -104,7 +98,7 @@ def memory_fit_factor(platform: str, confidence: str, adapters: bool = False) ->
     the estimate itself (a class whose runs all peaked lower is not a reason to pack tighter)."""
     if confidence == "expected":
         return 1.0
-    q = _memory_quantiles(platform, adapters)
+    q = ratio_quantiles(platform, MEMORY_METRIC, adapters=adapters)
     return max(1.0, q[1]) if q else 1.0
 
 

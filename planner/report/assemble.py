@@ -139,19 +139,15 @@ def _choice(w: Workload, cand: Candidate, catalog: Catalog, target: str, alterna
     return choice, warnings + vintage_warnings
 
 
-def _adapters(w: Workload) -> bool:
-    """A LoRA or QLoRA run, whose memory has a band of its own (planner/physics/bands.py)."""
-    return w.training is not None and w.training.method != "full"
-
-
 def _memory(w: Workload, cand: Candidate, platform: str) -> PlanMemory:
     """Per-device memory, and for training the band it was fitted at."""
     required, accel = cand.memory.total, cand.accel
+    adapters = w.training is not None and w.training.method != "full"  # LoRA / QLoRA: a band of their own
     memory = PlanMemory(per_device_bytes=cand.memory.as_dict(), required_per_device_bytes=required,
                         usable_per_device_bytes=cand.usable_bytes, device_memory_bytes=accel.memory_bytes,
                         headroom_fraction=1 - required / accel.memory_bytes,
-                        band=memory_band(platform, required, _adapters(w)) if w.kind != "inference" else {})
-    if w.kind != "inference" and memory_fit_factor(platform, w.constraints.confidence, _adapters(w)) > 1:
+                        band=memory_band(platform, required, adapters) if w.kind != "inference" else {})
+    if w.kind != "inference" and memory_fit_factor(platform, w.constraints.confidence, adapters) > 1:
         memory.decided_at = "high edge of the 80% band (confidence: likely)"
     return memory
 

@@ -144,10 +144,11 @@ def plan_tags(plan: Plan, w: Workload, environment: str = "production") -> dict[
                                            "kvt": plan.kv_sizing.tokens_per_sequence if typical else None})
     else:
         t = w.training
+        lora = t.method != "full"  # adapter settings only where there are adapters, and only off their defaults
         tags[PREFIX + "training"] = _pairs({"method": t.method, "seq": t.sequence_length, "opt": t.optimizer,
                                             "grad": t.grad_precision, "rank": t.lora_rank,
-                                            "drop": t.lora_dropout if t.method != "full" and t.lora_dropout else None,
-                                            "tgt": t.lora_targets if t.method != "full" and t.lora_targets != "all" else None})
+                                            "drop": t.lora_dropout if lora and t.lora_dropout else None,
+                                            "tgt": t.lora_targets if lora and t.lora_targets != "all" else None})
         seconds = plan.performance.wall_clock_s or plan.performance.time_to_train_s
         if seconds:  # what one run occupies the cluster: the budget rule prices a run, not a month
             tags[RUN_HOURS] = f"{seconds / 3600:.2f}"
