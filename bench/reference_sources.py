@@ -223,14 +223,15 @@ def _zero(row: dict) -> int:
 #   (FRAMEWORK_NF4_KERNELS).
 # - litgpt: precision bf16-true, every state in bf16; QLoRA on bitsandbytes 0.42.0 (pyproject.toml pins
 #   `bitsandbytes==0.42.0` @00af8b0 and every commit its config-hub rows were published at), whose 4-bit matmul
-#   keeps its input (planner.physics.memory.quantized_base_input_bytes_per_layer).
+#   keeps its input, under Lightning's BitsandbytesPrecision, which quantizes the LM head too, from fp16
+#   (planner.physics.adapter_memory.NF4_STACKS).
 # - nemo-megatron: the launcher's GPT configs train with `distributed_fused_adam` (optimizer states
 #   sharded over data parallelism, ZeRO-1) where the table leaves ZeRO unstated.
 FRAMEWORK_MEMORY = {"torchtitan": ("fp32-sharded", {"selective": "op"}),
                     "fms-fsdp": ("fp32-sharded", {"selective": "full"}),
                     "torchtune": ("bf16", {"not stated": "full"}),
                     "litgpt": ("bf16", {})}
-FRAMEWORK_NF4_KERNELS = {"torchtune": "torchao", "litgpt": "bitsandbytes-0.43.1"}  # TrainingSetup.nf4_kernels
+FRAMEWORK_NF4_KERNELS = {"torchtune": "torchao", "litgpt": "lightning-bitsandbytes-0.42"}  # TrainingSetup.nf4_kernels
 DISTRIBUTED_OPTIMIZER_FRAMEWORKS = ("nemo-megatron",)
 
 

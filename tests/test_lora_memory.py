@@ -86,14 +86,15 @@ def test_the_added_litgpt_rows_are_compared_in_their_classes(catalog):
 
 
 def test_adapter_peaks_miss_on_their_own_side_of_full_training(catalog):
-    """The estimate falls 13-37% short of LitGPT's QLoRA peaks and up to 15% of its LoRA ones, full fine-tunes within ±16%:
-    the two kinds of run are separate classes (bench/accuracy.py ADAPTER_CLASS)."""
+    """The estimate falls 8-20% short of LitGPT's QLoRA peaks (13-37% before Lightning's NF4 head and its dequantized
+    copy) and up to 15% of its LoRA ones, full fine-tunes within ±16%: the two kinds of run are separate classes
+    (bench/accuracy.py ADAPTER_CLASS)."""
     rows = rs.memory_rows(catalog, Row)
     stats = summary(rows)
     assert stats[("lora", "training peak memory")]["rows"] == 24
     assert stats[("gpu", "training peak memory")]["rows"] == 10
     qlora = [r.error for r in rows if r.source == "litgpt-config-hub-a10g" and "qlora" in r.setup]
-    assert max(qlora) < -0.10 and statistics.median(qlora) < -0.15
+    assert max(qlora) < -0.08 and -0.16 < statistics.median(qlora) < -0.12
     assert statistics.median(abs(r.error) for r in rows if not r.adapters) < 0.10
     classes = band_classes(rows)
     assert "lora/training peak memory" in classes and classes["lora/training peak memory"]["joined_with"] == \

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from planner.physics.adapter_memory import (NF4_STACKS, adapter_dropout_bytes_per_layer, dequantized_weight_bytes,
+                                            quantized_base_input_bytes_per_layer, sixteen_bit_base_params)
 from planner.physics.lora_traffic import adapted_dims
 from planner.workload.presets import Architecture
 from planner.hardware.units import BYTES_PER_PARAM, GIB, NF4_BYTES_PER_PARAM
@@ -199,30 +201,6 @@ def op_activation_bytes_per_layer(seq: int, micro_batch: int, arch: Architecture
     return ACTIVATION_BYTES * seq * micro_batch * width / tp
 
 
-NF4_KEEPS_INPUTS = ("bitsandbytes-0.43.1",)  # TrainingSetup.nf4_kernels whose matmul keeps its input
-
-
-def quantized_base_input_bytes_per_layer(seq: int, micro_batch: int, arch: Architecture, tp: int) -> float:
-    """What a QLoRA layer keeps beyond a LoRA one on bitsandbytes through 0.43.1, whose 4-bit matmul kept its input
-    (bitsandbytes/autograd/_functions.py MatMul4Bit.forward, `ctx.tensors = (A, B)`) though a frozen weight's gradient
-    never reads it: the attention's normed input, its output, the MLP's normed input and the down projection's input,
-    2 × s·b × (3h + f) / t bytes. From 0.43.2 (PR #1270, commit 9e753741, "delete useless buffered activation") it keeps
-    the weight only (`ctx.tensors = (None, B)`), as torchao's NF4 (torchtune) always did: NF4_KEEPS_INPUTS."""
-    return ACTIVATION_BYTES * seq * micro_batch * (3 * arch.hidden_size + arch.ffn_hidden_size) / tp
-
-
-def adapter_dropout_bytes_per_layer(seq: int, micro_batch: int, arch: Architecture, tp: int, targets: str,
-                                    fused_qkv: bool) -> float:
-    """What LoRA's dropout keeps beyond the layer's own activations: an adapter computes B·A·dropout(x), whose backward
-    needs the dropped copy (A's gradient) and the mask (x's), 2 + 1 bytes per input element at each dropout (PEFT
-    lora/layer.py Linear.forward, litgpt/lora.py LoRALinear.forward; without dropout it keeps x, which the layer
-    keeps already): one per adapted matrix, or one for q, k and v in one module (LitGPT's LoRAQKVLinear)."""
-    d_in = adapted_dims(arch, targets)[0]
-    if fused_qkv and targets in ("all", "qv"):
-        d_in -= (2 if targets == "all" else 1) * arch.hidden_size  # q, k, v (or q, v) read one dropped copy of h
-    return (ACTIVATION_BYTES + 1) * seq * micro_batch * d_in / tp
-
-
 def optimizer_state_bytes(optimizer: str, mixed_precision: bool) -> float:
     """Bytes per trained parameter: fp32 master copy (mixed precision only) + moment estimates.
     Adam/AdamW keep m and v (ZeRO paper's K = 12 with the master copy); SGD keeps momentum;
@@ -278,7 +256,7 @@ class TrainingSetup:
     # Adapter dropout (PEFT's default 0), and q, k, v in one adapter module (LitGPT): adapter_dropout_bytes_per_layer.
     lora_dropout: float = 0.0
     lora_fused_qkv: bool = False
-    # QLoRA's kernels: bitsandbytes (0.43.2 on), bitsandbytes-0.43.1 or torchao: quantized_base_input_bytes_per_layer.
+    # QLoRA's NF4 stack, one of planner/physics/adapter_memory.NF4_STACKS: bitsandbytes (0.43.2 on, under PEFT).
     nf4_kernels: str = "bitsandbytes"
     # The training kernel stack, eager, compiled or fused (workload.sections): the step's speed, not its memory.
     kernels: str = "eager"
@@ -295,10 +273,12 @@ STATE_BYTES = {"fp32-sharded": (4.0, 4.0, 8.0), "bf16": (2.0, 2.0, 4.0)}
 
 def base_weight_bytes(arch: Architecture, setup: TrainingSetup) -> float:
     """The whole model's weights as training holds (and ZeRO-3 gathers) them: 16-bit for mixed
-    precision (fp32 for fp32 training); QLoRA's NF4 base with 16-bit embeddings."""
+    precision (fp32 for fp32 training); QLoRA's NF4 base with 16-bit embeddings (the input table alone where its
+    stack quantizes the head: adapter_memory.sixteen_bit_base_params)."""
     if setup.method == "full":
         return arch.params * weight_bytes_per_param(setup)
-    embedding = arch.embedding_params
+    embedding = sixteen_bit_base_params(arch, NF4_STACKS[setup.nf4_kernels]) if setup.method == "qlora" \
+        else arch.embedding_params
     return (arch.params - embedding) * weight_bytes_per_param(setup) + embedding * 2.0
 
 
@@ -378,8 +358,9 @@ def training_memory(arch: Architecture, setup: TrainingSetup, tp: int, pp: int, 
         weights += gathered
         grads += unsharded_grads
     per_layer = activation_bytes_per_layer(seq, micro_batch, arch, tp, checkpointing, flash_attention)
-    kept_inputs = quantized_base_input_bytes_per_layer(seq, micro_batch, arch, tp) \
-        if setup.method == "qlora" and setup.nf4_kernels in NF4_KEEPS_INPUTS else 0.0
+    stack = NF4_STACKS[setup.nf4_kernels] if setup.method == "qlora" else None
+    kept_inputs = quantized_base_input_bytes_per_layer(seq, micro_batch, arch, tp) if stack and stack.keeps_inputs \
+        else 0.0
     if setup.method != "full" and setup.lora_dropout > 0:
         kept_inputs += adapter_dropout_bytes_per_layer(seq, micro_batch, arch, tp, setup.lora_targets,
                                                        setup.lora_fused_qkv)
@@ -396,5 +377,7 @@ def training_memory(arch: Architecture, setup: TrainingSetup, tp: int, pp: int, 
     if checkpointing == "full":  # one layer's full working set during its recomputation
         activations += activation_bytes_per_layer(seq, micro_batch, arch, tp, "none", flash_attention) + kept_inputs
     logits = seq * micro_batch * arch.vocab_size / tp * logit_bytes_per_token_entry(setup.loss_chunks)
+    if stack:  # the 16-bit copy of the NF4 matrix being multiplied, on top of what the step keeps
+        activations += dequantized_weight_bytes(arch, stack, setup.precision, setup.lora_fused_qkv, tp)
     return MemoryBreakdown(weights=weights, activations=activations + logits, gradients=grads,
                            optimizer=optimizer, overhead=runtime_overhead_bytes(tp * pp * dp, neuron))
