@@ -34,9 +34,10 @@ class Nf4Stack:
 # - bitsandbytes through 0.43.1: the same, but MatMul4Bit.forward keeps its input (`ctx.tensors = (A, B)`).
 # - Lightning's BitsandbytesPrecision on bitsandbytes 0.42.0 (LitGPT, which pins both): `init_context` swaps every
 #   torch.nn.Linear for an NF4 one, the LM head included, and `_quantize_weight` quantizes from
-#   `weight.to(dtype=torch.half)` (lightning/fabric/plugins/precision/bitsandbytes.py, Lightning 2.1 to master
-#   @003e307), so the quant state is fp16: bitsandbytes 0.42.0 dequantizes to fp16 and MatMul4Bit.forward casts the
-#   copy to the bf16 input (`F.dequantize_4bit(B, quant_state).to(A.dtype)`), 2 + 2 B an element at once.
+#   `weight.to(dtype=torch.half)` (lightning/fabric/plugins/precision/bitsandbytes.py @003e307; the line cites
+#   bitsandbytes 0.41.0's own `.half()`), so the quant state is fp16: bitsandbytes 0.42.0 dequantizes to fp16 and
+#   MatMul4Bit.forward casts the copy to the bf16 input (`F.dequantize_4bit(B, quant_state).to(A.dtype)`), 2 + 2 B an
+#   element at once.
 # - torchao's NF4 (torchtune): `linear_nf4` keeps the NF4 weight and dequantizes to the input's dtype
 #   (`weight.to(input.dtype)`); torchtune's output projection is not quantized.
 NF4_STACKS = {"bitsandbytes": Nf4Stack(False, False),
