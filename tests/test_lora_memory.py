@@ -13,7 +13,8 @@ from bench.accuracy import band_classes, summary
 from bench.reference_cases import Row
 from planner.physics import bands
 from planner.physics.lora_traffic import adapted_dims
-from planner.physics.memory import TrainingSetup, adapter_dropout_bytes_per_layer, lora_params, training_memory
+from planner.physics.adapter_memory import adapter_dropout_bytes_per_layer
+from planner.physics.memory import TrainingSetup, lora_params, training_memory
 from planner.pipeline import plan_workload
 from planner.report.tags import plan_tags, read_tags, required_memory
 from planner.workload.errors import SpecError

@@ -139,7 +139,7 @@ class Training(_Section):
     deadline_hours: float | None = Field(default=None, gt=0, le=1e6)
     lora_rank: int = Field(default=16, gt=0, le=4096)
     # Dropout on the adapters' input (PEFT's default 0): above 0 each adapter keeps a dropped copy of its input and
-    # a mask through the backward (planner/physics/memory.py adapter_dropout_bytes_per_layer).
+    # a mask through the backward (planner/physics/adapter_memory.py adapter_dropout_bytes_per_layer).
     lora_dropout: float = Field(default=0.0, ge=0, lt=1)
     # The matrices the adapters train (planner/physics/lora_traffic.py): every linear layer (PEFT's "all-linear"), or
     # the attention's query, key and value, or query and value only (the LoRA paper's and LitGPT's default).
