@@ -42,7 +42,7 @@ PLATFORMS = ("gpu", "b200", "neuron", "trainium2")
 # Parts reported as their own rows too (inside their platform's): the 2026 fleet's (issue 28).
 HARDWARE_CLASSES = {"B200": "b200", "Trainium2": "trainium2"}
 # LoRA and QLoRA peaks: a frozen (QLoRA: 4-bit) base, adapters and what their kernels keep, an estimate of its own
-# whose misses (9-19% short of LitGPT's QLoRA peaks, 23-44% over torchtune's adapter runs) are not full
+# whose misses (7-15% short of LitGPT's Gemma adapter peaks, 23-44% over torchtune's adapter runs) are not full
 # training's: their own class, out of the platform's, so a full-training plan's memory band is drawn from
 # full-training runs.
 ADAPTER_CLASS = "lora"

@@ -244,7 +244,8 @@ def memory_inputs(catalog: Catalog, row: dict) -> dict:
                          optimizer_in_backward=bool(row.get("optimizer_in_backward")),
                          loss_chunks=row.get("loss_chunks") or 1,
                          activation_offload=bool(row.get("activation_offload")),
-                         nf4_kernels=FRAMEWORK_NF4_KERNELS.get(row.get("framework"), "bitsandbytes"))
+                         nf4_kernels=FRAMEWORK_NF4_KERNELS.get(row.get("framework"), "bitsandbytes"),
+                         nf4_double_quant=row.get("nf4_double_quant", True))
     t["checkpointing"] = recompute.get(str(row.get("checkpointing")), t["checkpointing"])
     return t
 

@@ -86,21 +86,26 @@ def test_the_added_litgpt_rows_are_compared_in_their_classes(catalog):
     assert oom["oom"] and rs.peak_memory_bytes(catalog, {**oom, "peak_memory_gib": 0}) > 24 * 2**30 * 0.9
 
 
-def test_adapter_peaks_miss_on_their_own_side_of_full_training(catalog):
-    """The estimate falls 8-20% short of LitGPT's QLoRA peaks (13-37% before Lightning's NF4 head and its dequantized
-    copy) and up to 15% of its LoRA ones, full fine-tunes within ±16%: the two kinds of run are separate classes
-    (bench/accuracy.py ADAPTER_CLASS)."""
+def test_adapter_peaks_meet_the_memory_target_as_their_own_class(catalog):
+    """LitGPT's QLoRA peaks are within 6% but for the Gemma ones (7-13% short), its LoRA peaks within 7% but for
+    Gemma's (14-15% short); torchtune's two adapter rows are 23% and 44% over. The class (bench/accuracy.py
+    ADAPTER_CLASS) meets the target: median abs. error 4.0%, signed -2.9% (13.0% and -10.7% before the single
+    quantization and the previous step's kept inputs of LitGPT's stack were counted). Full fine-tunes are a class
+    of their own; an adapter run's band is the adapter percentiles joined with theirs."""
     rows = rs.memory_rows(catalog, Row)
     stats = summary(rows)
-    assert stats[("lora", "training peak memory")]["rows"] == 24
-    assert stats[("gpu", "training peak memory")]["rows"] == 10
-    qlora = [r.error for r in rows if r.source == "litgpt-config-hub-a10g" and "qlora" in r.setup]
-    assert max(qlora) < -0.08 and -0.16 < statistics.median(qlora) < -0.12
+    adapters = stats[("lora", "training peak memory")]
+    assert adapters["rows"] == 24 and stats[("gpu", "training peak memory")]["rows"] == 10
+    assert adapters["median_abs"] < 0.05 and abs(adapters["signed_median"]) < 0.05
+    qlora = [r for r in rows if r.source == "litgpt-config-hub-a10g" and "qlora" in r.setup]
+    assert len(qlora) == 12
+    assert all(abs(r.error) < 0.06 for r in qlora if "gemma" not in r.id)
+    assert all(-0.13 < r.error < -0.03 for r in qlora if "gemma" in r.id)
     assert statistics.median(abs(r.error) for r in rows if not r.adapters) < 0.10
     classes = band_classes(rows)
     assert "lora/training peak memory" in classes and classes["lora/training peak memory"]["joined_with"] == \
         "gpu/training peak memory"
-    assert classes["lora/training peak memory"]["q90"] > classes["gpu/training peak memory"]["q90"]
+    assert classes["lora/training peak memory"]["q90"] >= classes["gpu/training peak memory"]["q90"]
 
 
 def test_a_lora_plan_checks_its_memory_at_the_adapter_band():

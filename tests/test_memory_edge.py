@@ -24,8 +24,9 @@ def _spec(confidence: str, **training) -> dict:
 def test_fit_factor_is_the_high_edge_and_never_below_the_estimate():
     assert memory_fit_factor("gpu", "expected") == 1.0
     assert memory_fit_factor("gpu", "likely") == max(1.0, ratio_quantiles("gpu", "training peak memory")[1])
-    # a LoRA or QLoRA run takes the adapter runs' class (tests/test_lora_memory.py)
-    assert memory_fit_factor("gpu", "likely", adapters=True) > memory_fit_factor("gpu", "likely")
+    # a LoRA or QLoRA run takes the adapter runs' class joined with full training's (tests/test_lora_memory.py):
+    # never a lower edge than a full-training run's
+    assert memory_fit_factor("gpu", "likely", adapters=True) >= memory_fit_factor("gpu", "likely")
 
 
 def test_fits_at_the_estimate_but_not_at_the_high_edge(catalog):

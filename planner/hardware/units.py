@@ -27,6 +27,9 @@ BYTES_PER_PARAM = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.
 # QLoRA's NF4 with double quantisation: 4 bits + 0.127 bits of constants per parameter
 # (Dettmers et al. 2023, arXiv 2305.14314, §3 "Double Quantization").
 NF4_BYTES_PER_PARAM = (4 + 0.127) / 8
+# NF4 without it: each block of 64 weights keeps its fp32 absmax (bitsandbytes functional.quantize_4bit with
+# compress_statistics=False, blocksize 64: transformers' BitsAndBytesConfig default, Lightning's `nf4` mode).
+NF4_SINGLE_QUANT_BYTES_PER_PARAM = (4 + 32 / 64) / 8
 
 
 def compute_precision(weight_precision: str, fp4_tensor_cores: bool = False) -> str:

@@ -25,6 +25,11 @@ class Nf4Stack:
     # The 16-bit type the weights are quantized from where it need not be the compute type: dequantized to it, a
     # weight is cast to the input's type in a second copy (dequantized_weight_bytes).
     quantized_from: str | None = None
+    # The kept inputs outlive their step: held as ctx attributes, which the backward does not free (torch
+    # PyNode::release_variables clears save_for_backward's tensors only), they live as long as the graph, and a
+    # training loop that holds the step's logits (through their grad_fn, its graph) until the next forward returns
+    # runs that forward beside them: two micro-batches' kept inputs at its peak.
+    kept_inputs_outlive_step: bool = False
 
 
 # - bitsandbytes from 0.43.2 under PEFT / transformers (the plans' stack): MatMul4Bit keeps the weight only
@@ -37,12 +42,14 @@ class Nf4Stack:
 #   `weight.to(dtype=torch.half)` (lightning/fabric/plugins/precision/bitsandbytes.py @003e307; the line cites
 #   bitsandbytes 0.41.0's own `.half()`), so the quant state is fp16: bitsandbytes 0.42.0 dequantizes to fp16 and
 #   MatMul4Bit.forward casts the copy to the bf16 input (`F.dequantize_4bit(B, quant_state).to(A.dtype)`), 2 + 2 B an
-#   element at once.
+#   element at once. LitGPT's loop (finetune/lora.py fit @00af8b0: `logits = model(input_ids, ...)`) rebinds the
+#   previous step's logits only when the next forward returns, so that forward runs beside the previous step's
+#   MatMul4Bit inputs (`ctx.tensors`).
 # - torchao's NF4 (torchtune): `linear_nf4` keeps the NF4 weight and dequantizes to the input's dtype
 #   (`weight.to(input.dtype)`); torchtune's output projection is not quantized.
 NF4_STACKS = {"bitsandbytes": Nf4Stack(False, False),
               "bitsandbytes-0.43.1": Nf4Stack(True, False),
-              "lightning-bitsandbytes-0.42": Nf4Stack(True, True, "fp16"),
+              "lightning-bitsandbytes-0.42": Nf4Stack(True, True, "fp16", kept_inputs_outlive_step=True),
               "torchao": Nf4Stack(False, False)}
 
 

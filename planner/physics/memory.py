@@ -10,7 +10,7 @@ from planner.physics.adapter_memory import (NF4_STACKS, adapter_dropout_bytes_pe
                                             quantized_base_input_bytes_per_layer, sixteen_bit_base_params)
 from planner.physics.lora_traffic import adapted_dims
 from planner.workload.presets import Architecture
-from planner.hardware.units import BYTES_PER_PARAM, GIB, NF4_BYTES_PER_PARAM
+from planner.hardware.units import BYTES_PER_PARAM, GIB, NF4_BYTES_PER_PARAM, NF4_SINGLE_QUANT_BYTES_PER_PARAM
 
 # Runtime reserve per device. CUDA context + framework measured at 1,343 MB on one GPU
 # (published case M-16, HF "Model training anatomy"); engines add CUDA graphs and sampler
@@ -258,6 +258,7 @@ class TrainingSetup:
     lora_fused_qkv: bool = False
     # QLoRA's NF4 stack, one of planner/physics/adapter_memory.NF4_STACKS: bitsandbytes (0.43.2 on, under PEFT).
     nf4_kernels: str = "bitsandbytes"
+    nf4_double_quant: bool = True  # QLoRA's recipe (Dettmers et al. 2023 §3); False: a fp32 absmax per 64 weights
     # The training kernel stack, eager, compiled or fused (workload.sections): the step's speed, not its memory.
     kernels: str = "eager"
 
@@ -284,7 +285,7 @@ def base_weight_bytes(arch: Architecture, setup: TrainingSetup) -> float:
 
 def weight_bytes_per_param(setup: TrainingSetup) -> float:
     if setup.method == "qlora":
-        return NF4_BYTES_PER_PARAM
+        return NF4_BYTES_PER_PARAM if setup.nf4_double_quant else NF4_SINGLE_QUANT_BYTES_PER_PARAM
     if setup.method == "full":
         return 4.0 if setup.precision == "fp32" else 2.0
     return BYTES_PER_PARAM["bf16" if setup.precision in ("int8", "int4", "fp8") else setup.precision]
@@ -361,6 +362,8 @@ def training_memory(arch: Architecture, setup: TrainingSetup, tp: int, pp: int, 
     stack = NF4_STACKS[setup.nf4_kernels] if setup.method == "qlora" else None
     kept_inputs = quantized_base_input_bytes_per_layer(seq, micro_batch, arch, tp) if stack and stack.keeps_inputs \
         else 0.0
+    if stack and stack.kept_inputs_outlive_step and checkpointing != "full":  # the previous micro-batch's, too
+        kept_inputs *= 2
     if setup.method != "full" and setup.lora_dropout > 0:
         kept_inputs += adapter_dropout_bytes_per_layer(seq, micro_batch, arch, tp, setup.lora_targets,
                                                        setup.lora_fused_qkv)
