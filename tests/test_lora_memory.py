@@ -61,8 +61,8 @@ def test_dropout_enters_every_layer_kept_and_the_recomputed_one_under_full_recom
     assert activations(full, "none") == activations(TrainingSetup("full", "bf16", "adamw", "auto", 32, 512), "none")
 
 
-def _row(row_id: str) -> dict:
-    return next(r for r in rs.sources()["litgpt-config-hub-a10g"]["rows"] if r["id"] == row_id)
+def _row(row_id: str, source: str = "litgpt-config-hub-a10g") -> dict:
+    return next(r for r in rs.sources()[source]["rows"] if r["id"] == row_id)
 
 
 @pytest.mark.parametrize("row_id, targets, dropout", [
@@ -86,16 +86,39 @@ def test_the_added_litgpt_rows_are_compared_in_their_classes(catalog):
     assert oom["oom"] and rs.peak_memory_bytes(catalog, {**oom, "peak_memory_gib": 0}) > 24 * 2**30 * 0.9
 
 
+def test_litgpts_2023_resource_table_a_source_the_stack_was_not_read_on(catalog):
+    """lit-gpt @8641822 on one A100-40GB (tutorials/resource-tables.md, Oct 2023; bitsandbytes 0.41.1, which keeps
+    MatMul4Bit's input as 0.42.0 does): its LoRA peaks are 5-8% over the estimate, its QLoRA ones 6-7% under it, as
+    they should be: the peak batch holds Alpaca's longest example (1,304 Llama 2 tokens) but the step before it, whose
+    kept inputs the forward runs beside, is shorter. It measured both NF4 formats on each run: 0.30 GB (7B) and 0.59 GB
+    (13B) between `bnb.nf4` and `bnb.nf4-dq`, the fp32 absmax per 64 weights the formula charges (0.047 B a weight).
+    Its out-of-memory rows do not fit the estimate on a 40 GiB part either."""
+    rows = {r.id: r for r in rs.memory_rows(catalog, Row) if r.source == "litgpt-resource-tables-2023-10"}
+    assert len(rows) == 7
+    lora = [r.error for r in rows.values() if " lora " in r.setup]
+    qlora = [r.error for r in rows.values() if " qlora " in r.setup]
+    assert len(lora) == 3 and all(-0.09 < e < -0.04 for e in lora)
+    assert len(qlora) == 4 and all(0.05 < e < 0.08 for e in qlora)
+    for single, double, params in (("12", "13", 6.5e9), ("17", "18", 12.7e9)):
+        published = (rows[f"litgpt-rt-1gpu-{single}"].measured - rows[f"litgpt-rt-1gpu-{double}"].measured) * 2**30
+        predicted = (rows[f"litgpt-rt-1gpu-{single}"].predicted - rows[f"litgpt-rt-1gpu-{double}"].predicted) * 2**30
+        assert predicted == pytest.approx(published, rel=0.05) == pytest.approx(0.047 * params, rel=0.05)
+    for oom_id in ("litgpt-rt-1gpu-15", "litgpt-rt-1gpu-19", "litgpt-rt-1gpu-20"):
+        oom = _row(oom_id, "litgpt-resource-tables-2023-10")
+        assert oom["oom"] and rs.peak_memory_bytes(catalog, {**oom, "peak_memory_gib": 0}) > 40 * 2**30 * 0.9
+
+
 def test_adapter_peaks_meet_the_memory_target_as_their_own_class(catalog):
-    """LitGPT's QLoRA peaks are within 6% but for the Gemma ones (7-13% short), its LoRA peaks within 7% but for
-    Gemma's (14-15% short); torchtune's two adapter rows are 23% and 44% over. The class (bench/accuracy.py
-    ADAPTER_CLASS) meets the target: median abs. error 4.0%, signed -2.9% (13.0% and -10.7% before the single
-    quantization and the previous step's kept inputs of LitGPT's stack were counted). Full fine-tunes are a class
-    of their own; an adapter run's band is the adapter percentiles joined with theirs."""
+    """LitGPT's config-hub QLoRA peaks are within 6% but for the Gemma ones (4-13% short), its LoRA peaks within 7% but
+    for Gemma's (14-15% short); its 2023 resource table's within 8%; torchtune's two adapter rows are 23% and 44% over.
+    The class (bench/accuracy.py ADAPTER_CLASS: 31 peaks, 3 sources) meets the target: median abs. error 4.8%, signed
+    -2.8% (13.0% and -10.7% on the first 24 before the single quantization and the previous step's kept inputs of
+    LitGPT's stack were counted). Full fine-tunes are a class of their own; an adapter run's band is the adapter
+    percentiles joined with theirs."""
     rows = rs.memory_rows(catalog, Row)
     stats = summary(rows)
     adapters = stats[("lora", "training peak memory")]
-    assert adapters["rows"] == 24 and stats[("gpu", "training peak memory")]["rows"] == 10
+    assert adapters["rows"] == 31 and adapters["sources"] == 3 and stats[("gpu", "training peak memory")]["rows"] == 10
     assert adapters["median_abs"] < 0.05 and abs(adapters["signed_median"]) < 0.05
     qlora = [r for r in rows if r.source == "litgpt-config-hub-a10g" and "qlora" in r.setup]
     assert len(qlora) == 12

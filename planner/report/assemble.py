@@ -170,6 +170,10 @@ def _serving_figures(w: Workload, cand: Candidate, platform: str, hours: float,
                         f"{s.max_context_tokens} positions at TP {cand.tp} NeuronCores; compiling "
                         "at endpoint start can outlast the health check: deploy pre-compiled artifacts "
                         "(deployment key compiledModelUrl)")
+        if w.architecture.is_moe:  # README Known limits: NxD's expert paths are not modelled yet
+            warnings.append("MoE on Neuron is unvalidated: no published Neuron MoE run is compared, and optimum-neuron's "
+                            "Trainium2 runs of Llama 4 and Qwen3 MoE models were 2-6× below such estimates in tokens/s "
+                            "and their first tokens 10-50× later")
         # optimum-neuron 0.4.5 (components/data/images.yaml) has no buckets: modeling_decoder.py create_graph_builders
         # compiles "context_encoding" at active_tokens = max_context_length (= the sequence length) and
         # decoder_builders.py asserts bucket_rank == 0. The estimate keeps the power-of-two buckets of AWS's engines
