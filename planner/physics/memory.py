@@ -360,15 +360,14 @@ def training_memory(arch: Architecture, setup: TrainingSetup, tp: int, pp: int, 
         grads += unsharded_grads
     per_layer = activation_bytes_per_layer(seq, micro_batch, arch, tp, checkpointing, flash_attention)
     stack = NF4_STACKS[setup.nf4_kernels] if setup.method == "qlora" else None
-    kept_inputs = quantized_base_input_bytes_per_layer(seq, micro_batch, arch, tp) if stack and stack.keeps_inputs \
+    base_inputs = quantized_base_input_bytes_per_layer(seq, micro_batch, arch, tp) if stack and stack.keeps_inputs \
         else 0.0
-    if stack and stack.kept_inputs_outlive_step and checkpointing != "full":  # the previous micro-batch's, too
-        kept_inputs *= 2
-    if setup.method != "full" and setup.lora_dropout > 0:
-        kept_inputs += adapter_dropout_bytes_per_layer(seq, micro_batch, arch, tp, setup.lora_targets,
-                                                       setup.lora_fused_qkv)
+    kept_inputs = base_inputs + (adapter_dropout_bytes_per_layer(seq, micro_batch, arch, tp, setup.lora_targets,
+                                                                 setup.lora_fused_qkv)
+                                 if setup.method != "full" and setup.lora_dropout > 0 else 0.0)
     if checkpointing != "full":  # under full recompute only the layer being recomputed keeps them
-        per_layer += kept_inputs
+        # where the stack's kept inputs outlive their step, the previous micro-batch's too (Nf4Stack)
+        per_layer += kept_inputs + (base_inputs if stack and stack.kept_inputs_outlive_step else 0.0)
     in_flight = min(pp, microbatches)
     layers_here = math.ceil(arch.layers / pp)
     if setup.activation_offload:  # the layer whose backward runs holds its activations back on the GPU
