@@ -13,11 +13,11 @@ sys.path.insert(0, str(ROOT))
 from planner.workload.yamlsafe import load_text  # noqa: E402
 
 PLATFORMS = {"gpu": "GPU", "b200": "B200", "neuron": "Neuron", "trainium2": "Trainium2", "moe": "MoE",
-             "lora": "LoRA/QLoRA"}
+             "lora": "LoRA/QLoRA", "sweep": "GPU, TensorRT-LLM 0.9 sweep"}
 NAMES = {"ITL": "inter-token latency", "TTFT": "time to first token", "serving tokens/s": "serving output tokens/s",
          "training TFLOP/s": "training TFLOP/s per GPU", "training peak memory": "training peak memory per GPU",
          "training sequences/s": "training sequences/s"}
-ROW = re.compile(r"\| (GPU|B200|Neuron|Trainium2|MoE|LoRA/QLoRA) \| ([^|]+) \| ")
+ROW = re.compile(r"\| (GPU, TensorRT-LLM 0\.9 sweep|GPU|B200|Neuron|Trainium2|MoE|LoRA/QLoRA) \| ([^|]+) \| ")
 NOT_FITTED = "— (not fitted: own constants needed)"
 ONE_SOURCE_MODEL_CLASS = "— (one source: the GPU band applies)"  # bench/accuracy.py MODEL_CLASS_MIN_SOURCES
 
@@ -43,6 +43,8 @@ def table_row(bands: dict, platform_label: str, name: str) -> str:
     key = f"{platform}/{metric}"
     loso, in_sample, entry = bands["loso"][key], bands["in_sample"][key], bands["classes"].get(key)
     no_band = ONE_SOURCE_MODEL_CLASS if platform in ("moe", "lora") else NOT_FITTED  # B200, Trainium2: no band class
+    if platform == "sweep":  # bench/accuracy.py SOURCES_APART: reported, never a plan's band
+        entry, no_band = None, "— (one source, kept apart: plans take the GPU band)"
     band = f"{entry['q10']:.2f}–{entry['q90']:.2f}" if entry else no_band
     if entry and entry.get("offset_s"):  # bench/accuracy.py OFFSET_METRICS: the band is on measured ÷ (predicted + a)
         band += f" of (predicted + {entry['offset_s'] * 1e3:.0f} ms)"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.accuracy import MODEL_CLASS_MIN_SOURCES, TARGET_COVERAGE, band_classes
+from bench.accuracy import MODEL_CLASS_MIN_SOURCES, SOURCES_APART, TARGET_COVERAGE, band_classes
 from bench.reference_cases import Row, all_rows
 from planner.physics.bands import bands, ratio_quantiles, slow_factor
 from planner.pipeline import plan_workload
@@ -30,7 +30,8 @@ def _inside(rows: list[Row], q10: float, q90: float) -> float:
 
 
 def test_the_moe_band_holds_the_moe_runs_and_is_never_narrower_than_the_gpu_one(catalog):
-    rows = [r for r in all_rows(catalog) if r.moe and r.metric == "serving tokens/s"]
+    # the sources kept apart (NVIDIA's TensorRT-LLM 0.9.0 sweep: 156 Mixtral batches) are reported as their own class
+    rows = [r for r in all_rows(catalog) if r.moe and r.metric == "serving tokens/s" and r.source not in SOURCES_APART]
     classes = bands()["classes"]
     gpu, moe = classes["gpu/serving tokens/s"], classes["moe/serving tokens/s"]
     assert len(rows) == 44 and len({r.source for r in rows}) == 3
