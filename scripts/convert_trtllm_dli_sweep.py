@@ -48,7 +48,8 @@ SOURCE = {
         "526.76 ms = 243.0). FP8 rows: FP8 weights, activations and KV cache; 'Mixed' rows: FP16. "
         "identical_prompts: gptSessionBenchmark fills every prompt with one token id (padId) and decodes with top-k 1 "
         "(benchmarks/cpp/gptSessionBenchmark.cpp, read at 027cd518; the 0.9.0 file itself not read), so a "
-        "Mixtral batch routes like one sequence. Converted by scripts/convert_trtllm_dli_sweep.py; left out: H100 "
+        "Mixtral batch routes like one sequence. gpu_peak_memory_gb is the CSV's 'GPU Peak Memory Usage (GB)' (the "
+        "run's device peak, with the engine's workspace for its build's largest shapes). Converted by scripts/convert_trtllm_dli_sweep.py; left out: H100 "
         "NVL, GH200 and L40 (not rented on EC2), GPT-J 6B and Falcon 180B (no bundled preset), configurations "
         "without figures (did not run); lines with a first-token latency alone keep it (tokens/s and ITL null)."),
 }
@@ -76,7 +77,8 @@ def convert(lines: list[dict]) -> list[dict]:
                "concurrency": batch, "request_rate": None, "prompt_tokens": prompt, "output_tokens": output,
                "tokens_per_s": _number(line["Throughput (tokens / sec)"]),
                "ttft_ms": float(line["1st Token Latency (ms)"]),
-               "itl_ms": _number(line["Token-to-token Latency (ms)"], 4)}
+               "itl_ms": _number(line["Token-to-token Latency (ms)"], 4),
+               "gpu_peak_memory_gb": _number(line.get("GPU Peak Memory Usage (GB)", ""))}
         if gpu == "L40S":
             row["gpu_peer_to_peer"] = True
         rows.append(row)
