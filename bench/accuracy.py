@@ -268,7 +268,8 @@ def band_classes(rows: list[Row] | tuple[Row, ...]) -> dict[str, dict]:
     rows = reporting_classes(rows)
     by_class: dict[str, list[Row]] = {}
     for r in rows:
-        if not r.adapters and r.source not in SOURCES_APART:  # a source kept apart is never a plan's band  # a LoRA / QLoRA peak is its own class (_model_classes)
+        # a LoRA / QLoRA peak is its own class (_model_classes); a source kept apart is never a plan's band
+        if not r.adapters and r.source not in SOURCES_APART:
             by_class.setdefault(f"{r.platform}/{r.metric}", []).append(r)
     out = {}
     for key, group in sorted(by_class.items()):
