@@ -265,11 +265,10 @@ def band_classes(rows: list[Row] | tuple[Row, ...]) -> dict[str, dict]:
     TARGET_COVERAGE of a source left out of it), with the percentiles, the factor and the held-out share.
     A platform class of one source has no source to check it on: its percentiles stand, unwidened. GPU MoE
     rows form model classes too (_model_classes)."""
-    rows = reporting_classes(rows)
+    rows = [r for r in rows if r.source not in SOURCES_APART]  # a source kept apart is never a plan's band
     by_class: dict[str, list[Row]] = {}
     for r in rows:
-        # a LoRA / QLoRA peak is its own class (_model_classes); a source kept apart is never a plan's band
-        if not r.adapters and r.source not in SOURCES_APART:
+        if not r.adapters:  # a LoRA / QLoRA peak is its own class (_model_classes)
             by_class.setdefault(f"{r.platform}/{r.metric}", []).append(r)
     out = {}
     for key, group in sorted(by_class.items()):

@@ -20,6 +20,7 @@ NAMES = {"ITL": "inter-token latency", "TTFT": "time to first token", "serving t
 ROW = re.compile(r"\| (GPU, TensorRT-LLM 0\.9 sweep|GPU|B200|Neuron|Trainium2|MoE|LoRA/QLoRA) \| ([^|]+) \| ")
 NOT_FITTED = "— (not fitted: own constants needed)"
 ONE_SOURCE_MODEL_CLASS = "— (one source: the GPU band applies)"  # bench/accuracy.py MODEL_CLASS_MIN_SOURCES
+KEPT_APART = "— (one source, kept apart: plans take the GPU band)"  # bench/accuracy.py SOURCES_APART: no band class
 
 
 def _held_out(entry: dict | None) -> str:
@@ -36,15 +37,14 @@ def _held_out(entry: dict | None) -> str:
 
 def table_row(bands: dict, platform_label: str, name: str) -> str:
     """One README row: LOSO error, signed median, in-sample, the 80% band and what it holds held out."""
-    from bench.accuracy import TARGETS
+    from bench.accuracy import SOURCES_APART, TARGETS
 
     platform = {v: k for k, v in PLATFORMS.items()}[platform_label]
     metric = {v: k for k, v in NAMES.items()}[name]
     key = f"{platform}/{metric}"
     loso, in_sample, entry = bands["loso"][key], bands["in_sample"][key], bands["classes"].get(key)
-    no_band = ONE_SOURCE_MODEL_CLASS if platform in ("moe", "lora") else NOT_FITTED  # B200, Trainium2: no band class
-    if platform == "sweep":  # bench/accuracy.py SOURCES_APART: reported, never a plan's band
-        entry, no_band = None, "— (one source, kept apart: plans take the GPU band)"
+    no_band = (ONE_SOURCE_MODEL_CLASS if platform in ("moe", "lora")
+               else KEPT_APART if platform in SOURCES_APART.values() else NOT_FITTED)  # B200, Trainium2: no band class
     band = f"{entry['q10']:.2f}–{entry['q90']:.2f}" if entry else no_band
     if entry and entry.get("offset_s"):  # bench/accuracy.py OFFSET_METRICS: the band is on measured ÷ (predicted + a)
         band += f" of (predicted + {entry['offset_s'] * 1e3:.0f} ms)"
