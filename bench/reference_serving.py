@@ -147,6 +147,7 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
                 accel = row_accelerator(catalog, itype, r)
             w, kv = serving_weights(r), serving_kv(r)
             b, prompt, n = r["concurrency"], r["prompt_tokens"], r["output_tokens"]
+            unsplit = r.get("decode_attention") == "unsplit"  # one thread block per sequence and KV head (no split)
             if neuron and r.get("compiled_batch") and r.get("engine") == "tgi":  # a wave's prompts, then its decode
                 if r.get("compiled_sequence_tokens"):
                     shapes = tgi_transformers_neuronx_shapes(r["compiled_batch"], prompt, n, r["compiled_sequence_tokens"])
@@ -160,8 +161,8 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
             elif r.get("queue") == "convoy" and b <= resident_sequences(arch, accel, w, kv, r["tp"], prompt + n // 2):
                 # every round's requests arrive together and are prefilled before any decode (closed_loop.convoy)
                 tp, budget = r["tp"], r["prefill_token_budget"]
-                round_step_s = decode_step(arch, accel, w, kv, tp, 1, b, prompt + n / 2,
-                                           routed_sequences=routed_batch(r, b)).seconds + host_step_s(r, b)
+                round_step_s = decode_step(arch, accel, w, kv, tp, 1, b, prompt + n / 2, routed_sequences=routed_batch(r, b),
+                                           unsplit_attention=unsplit).seconds + host_step_s(r, b)
                 c = convoy(b, max(1, budget // prompt), n,
                            lambda k: prefill_s(arch, accel, w, tp, 1, prompt, itype, prompts=k) + host_step_s(r, k),
                            round_step_s,
@@ -171,11 +172,12 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
                 host = partial(host_step_s, r)  # 0 on every engine but vLLM's V0
                 e = replica_estimate(arch, accel, w, kv, r["tp"], 1, b, prompt, n, itype,
                                      max_context_tokens=r.get("max_context_tokens"), compiled_batch=r.get("compiled_batch"),
-                                     host_step_s=host)
+                                     host_step_s=host, unsplit_attention=unsplit)
                 tps, ttft, itl = e.output_tokens_per_s_per_replica, e.time_to_first_token_s, e.inter_token_latency_s
                 if not neuron and b > (slots := resident_sequences(arch, accel, w, kv, r["tp"], prompt + n // 2)):
                     # more clients than KV slots: the running batch is the slots, the rest queue for one
-                    e = replica_estimate(arch, accel, w, kv, r["tp"], 1, slots, prompt, n, itype, host_step_s=host)
+                    e = replica_estimate(arch, accel, w, kv, r["tp"], 1, slots, prompt, n, itype, host_step_s=host,
+                                         unsplit_attention=unsplit)
                     request_s = e.time_to_first_token_s + (n - 1) * e.inter_token_latency_s
                     tps, itl = e.output_tokens_per_s_per_replica, e.inter_token_latency_s
                     ttft = e.time_to_first_token_s + slot_wait_s(b, slots, request_s)
@@ -183,8 +185,8 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
                 tp = r["tp"]
 
                 def step_s(k: int, context: float = prompt + n / 2) -> float:
-                    return (decode_step(arch, accel, w, kv, tp, 1, k, context, routed_sequences=routed_batch(r, k)).seconds
-                            + host_step_s(r, k))
+                    return (decode_step(arch, accel, w, kv, tp, 1, k, context, routed_sequences=routed_batch(r, k),
+                                        unsplit_attention=unsplit).seconds + host_step_s(r, k))
 
                 def first_token_s(k: int) -> float:
                     # `first_token: decoder-step`: the context pass leaves the prompt's last token to the decoder

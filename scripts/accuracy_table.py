@@ -13,11 +13,11 @@ sys.path.insert(0, str(ROOT))
 from planner.workload.yamlsafe import load_text  # noqa: E402
 
 PLATFORMS = {"gpu": "GPU", "b200": "B200", "neuron": "Neuron", "trainium2": "Trainium2", "moe": "MoE",
-             "lora": "LoRA/QLoRA", "sweep": "GPU, TensorRT-LLM 0.9 sweep"}
+             "lora": "LoRA/QLoRA", "sweep": "GPU, TensorRT-LLM 0.9 sweep", "nim-one-client": "GPU, NIM one client"}
 NAMES = {"ITL": "inter-token latency", "TTFT": "time to first token", "serving tokens/s": "serving output tokens/s",
          "training TFLOP/s": "training TFLOP/s per GPU", "training peak memory": "training peak memory per GPU",
          "training sequences/s": "training sequences/s"}
-ROW = re.compile(r"\| (GPU, TensorRT-LLM 0\.9 sweep|GPU|B200|Neuron|Trainium2|MoE|LoRA/QLoRA) \| ([^|]+) \| ")
+ROW = re.compile(r"\| (GPU, TensorRT-LLM 0\.9 sweep|GPU, NIM one client|GPU|B200|Neuron|Trainium2|MoE|LoRA/QLoRA) \| ([^|]+) \| ")
 NOT_FITTED = "— (not fitted: own constants needed)"
 ONE_SOURCE_MODEL_CLASS = "— (one source: the GPU band applies)"  # bench/accuracy.py MODEL_CLASS_MIN_SOURCES
 KEPT_APART = "— (one source, kept apart: plans take the GPU band)"  # bench/accuracy.py SOURCES_APART: no band class

@@ -23,6 +23,7 @@ from planner.workload.presets import Architecture
 from planner.physics.prefill_compute import prefill_compute_s
 from planner.physics.prefix import prefix_cached_tokens
 from planner.physics.speculative import Speculation, seconds_per_token
+from planner.physics.unsplit_attention import unsplit_attention_s
 from planner.hardware.units import BYTES_PER_PARAM, attention_precision, compute_precision
 
 
@@ -87,7 +88,7 @@ class DecodeStep:
 def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_precision: str,
                 tp: int, pp: int, batch: int, context_tokens: float,
                 ep_nodes: int = 1, itype: InstanceType | None = None,
-                routed_sequences: int | None = None) -> DecodeStep:
+                routed_sequences: int | None = None, unsplit_attention: bool = False) -> DecodeStep:
     """One decode step for `batch` sequences at `context_tokens` each (domain.md): per stage, the GEMMs'
     roofline of weight bytes ÷ achieved bandwidth and FLOPs ÷ achieved peak, then attention's of KV bytes ÷
     its bandwidth and FLOPs ÷ achieved peak (each corner rounded: efficiency.roofline_s), + TP all-reduces; a
@@ -97,7 +98,8 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     each MoE layer adds a dispatch and a combine all-to-all across the nodes. `routed_sequences` is how many of the
     sequences route their tokens independently (None: all of them); copies of one prompt decoded greedily route
     alike, so a batch of them touches one sequence's experts. A MoE step's routed experts run as grouped GEMMs whose
-    math adds to their weight stream (grouped_expert_gemm_s), on GPUs."""
+    math adds to their weight stream (grouped_expert_gemm_s), on GPUs. `unsplit_attention`: a published run whose
+    attention kernel gave each sequence's KV head one thread block (planner/physics/unsplit_attention.py)."""
     padding = attention_padding_params(arch, tp) * BYTES_PER_PARAM[precision]
     read = moe_weight_bytes_read(arch, precision, batch if routed_sequences is None else min(batch, routed_sequences))
     local = tokens_per_node(batch, ep_nodes)
@@ -107,6 +109,8 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     weights = (read / tp + padding) / pp
     kv = local * kv_bytes_per_sequence(arch, int(context_tokens), kv_precision) * kv_shard_fraction(arch, tp) / pp
     weights_s, kv_s = weights / efficiency.effective_bandwidth(accel, precision), kv / efficiency.kv_bandwidth(accel)
+    if unsplit_attention:  # one thread block per (sequence, KV head) streams its KV alone (unsplit_attention.py)
+        kv_s = max(kv_s, unsplit_attention_s(arch.layers / pp, context_tokens, arch.attention_heads, arch.kv_heads, tp))
     attention_flops = 4 * arch.layers * arch.attention_heads * arch.head_dim * context_tokens
     linear_precision = compute_precision(precision, accel.supports.fp4)
     grouped = grouped_expert_params(arch, accel)
@@ -183,7 +187,8 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
                      itype: InstanceType | None = None, prefix_hit_share: float = 0.0,
                      ep_nodes: int = 1, speculation: Speculation | None = None,
                      compiled: CompiledShapes | None = None, attention_dp: bool = False,
-                     host_step_s: Callable[[int], float] | None = None) -> ServingEstimate:
+                     host_step_s: Callable[[int], float] | None = None,
+                     unsplit_attention: bool = False) -> ServingEstimate:
     """Continuous batching at `batch` sequences per replica, at the typical request.
 
     Each decode step emits one token per sequence; meanwhile batch/output_tokens sequences finish and
@@ -194,6 +199,7 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
     Graphs compiled ahead of time (Neuron) run the shapes of `compiled` instead of the live ones.
     `host_step_s(k)`: host seconds an engine step of k sequences adds where the engine's loop does not overlap
     the GPU (a published run of vLLM's V0 engine: bench/engine_loop.py); None for the engines plans deploy.
+    `unsplit_attention`: a published run whose decode attention ran one thread block per sequence and KV head (decode_step).
     """
     mean_context = prompt_tokens + output_tokens / 2
     cached = prefix_cached_tokens(prompt_tokens, prefix_hit_share, accel)
@@ -204,7 +210,8 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
         prefill = dp.prefill_s(arch, accel, precision, tp * ep_nodes, prompt_tokens, itype, cached)
     else:
         step = decode_step(arch, accel, precision, kv_precision, tp, pp, max(batch, compiled.batch) if compiled else batch,
-                           compiled.decode_context_tokens if compiled else mean_context, ep_nodes, itype)
+                           compiled.decode_context_tokens if compiled else mean_context, ep_nodes, itype,
+                           unsplit_attention=unsplit_attention)
         prefill = prefill_s(arch, accel, precision, tp, pp, max(prompt_tokens, compiled.prefill_tokens if compiled else 0),
                             itype, cached_tokens=cached, ep_nodes=ep_nodes)
     if host_step_s is not None:  # each decode step of the batch, and the prompt's own prefill step, wait on the host

@@ -29,7 +29,8 @@ def replica_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
                      batch: int, prompt_tokens: int, output_tokens: int, itype: InstanceType | None = None,
                      prefix_hit_share: float = 0.0, ep_nodes: int = 1, speculation: Speculation | None = None,
                      max_context_tokens: int | None = None, compiled_batch: int | None = None,
-                     attention_dp: bool = False, host_step_s: Callable[[int], float] | None = None) -> ServingEstimate:
+                     attention_dp: bool = False, host_step_s: Callable[[int], float] | None = None,
+                     unsplit_attention: bool = False) -> ServingEstimate:
     """`batch` requests in flight on one replica. On Neuron the replica runs the graphs compiled for
     `compiled_batch` sequences (default: `batch`, the plan's compiled_batch_size) and `max_context_tokens`
     positions (the plan's n_positions): each prompt encoded at its context-encoding bucket, each decode
@@ -43,4 +44,5 @@ def replica_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
             context_bucket_tokens(prompt_tokens, max_context_tokens) if max_context_tokens else prompt_tokens,
             decode_context_tokens(prompt_tokens, output_tokens, max_context_tokens))
     return serving_estimate(arch, accel, precision, kv_precision, tp, pp, batch, prompt_tokens, output_tokens, itype,
-                            prefix_hit_share, ep_nodes, speculation, compiled, attention_dp, host_step_s)
+                            prefix_hit_share, ep_nodes, speculation, compiled, attention_dp, host_step_s,
+                            unsplit_attention)
