@@ -7,11 +7,12 @@ NVIDIA/TensorRT-LLM docs/source/advanced/gpt-attention.md @5a211b91) and later r
 (tensorrt_llm/bench PerformanceOptions and the runtime's `multi_block_mode: bool = True`). Without it, a step of
 `sequences` sequences at TP has sequences × ceil(kv_heads / tp) blocks per rank, each streaming its head's whole KV
 cache alone: at one sequence a TP 8 rank of a GQA model has one block for its one KV head, and its attention takes
-(context × bytes per token of one head) ÷ one block's rate, whatever the GPU's bandwidth. So the step grows with the
-context at the same rate at every TP (NIM's Llama 3 70B at one client: 4.9 ms from 300 to 7,500 tokens at TP 4 and
-at TP 8 on H100), which a KV stream at the bandwidth roof does not (0.1 ms). The engines plans deploy split the
-sequence (TensorRT-LLM's multi-block mode on by default, FlashAttention's and FlashInfer's split-KV decode in vLLM and
-TGI), so no plan pays it; a published row that ran unsplit says so (`decode_attention: unsplit`).
+one block's time per position and query head × the positions × the query heads sharing that KV head, whatever the
+GPU's bandwidth (a batch whose blocks outnumber the GPU's SMs is held by the bandwidth roof first). So the step
+grows with the context at the same rate at every TP (NIM's Llama 3 70B at one client: 4.9 ms from 300 to 7,500
+tokens at TP 4 and at TP 8 on H100), which a KV stream at the bandwidth roof does not (0.1 ms). The engines plans
+deploy split the sequence (TensorRT-LLM's multi-block mode on by default, FlashAttention's and FlashInfer's split-KV
+decode in vLLM and TGI), so no plan pays it; a published row that ran unsplit says so (`decode_attention: unsplit`).
 """
 
 from __future__ import annotations
