@@ -194,6 +194,13 @@ def _ratio(r: Row, offset: float = 0.0) -> float:
     return r.measured / (r.predicted + offset)
 
 
+def stored_band_share(band: dict, rows: list[Row] | tuple[Row, ...]) -> float:
+    """Share of `rows` a stored band (planner/data/accuracy_bands.yaml classes entry) holds: q10 <= measured /
+    (predicted + its offset) <= q90. A blind check on sources the band was never drawn from."""
+    offset_ms = band.get("offset_s", 0.0) * 1e3
+    return sum(band["q10"] <= _ratio(r, offset_ms) <= band["q90"] for r in rows) / len(rows)
+
+
 def _percentiles(group: list[Row], offset: float = 0.0) -> tuple[float, float]:
     """10th and 90th percentile of measured / (predicted + offset)."""
     values = sorted(_ratio(r, offset) for r in group)

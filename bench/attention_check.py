@@ -19,6 +19,7 @@ from __future__ import annotations
 import statistics
 import sys
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -59,16 +60,13 @@ def measured_ns(short: dict, long: dict, catalog) -> float:
     """The block time per query head and position at which the estimate's step grows from the short rows' mean context
     to the long rows' by as much as the published step does."""
     published = long["itl_ms"] - short["itl_ms"]
-    saved = unsplit_attention.UNSPLIT_ATTENTION_NS_PER_HEAD_POSITION
-    try:
-        def gap(ns: float) -> float:
-            unsplit_attention.UNSPLIT_ATTENTION_NS_PER_HEAD_POSITION = ns
+
+    def gap(ns: float) -> float:
+        with mock.patch.object(unsplit_attention, "UNSPLIT_ATTENTION_NS_PER_HEAD_POSITION", ns):
             grown = (_step_ms(long, catalog, long["prompt_tokens"] + long["output_tokens"] / 2)
                      - _step_ms(short, catalog, short["prompt_tokens"] + short["output_tokens"] / 2))
-            return abs(grown - published)
-        return min(GRID_NS, key=gap)
-    finally:
-        unsplit_attention.UNSPLIT_ATTENTION_NS_PER_HEAD_POSITION = saved
+        return abs(grown - published)
+    return min(GRID_NS, key=gap)
 
 
 def measurements() -> list[tuple[str, float, float]]:

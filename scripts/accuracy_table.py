@@ -17,7 +17,9 @@ PLATFORMS = {"gpu": "GPU", "b200": "B200", "neuron": "Neuron", "trainium2": "Tra
 NAMES = {"ITL": "inter-token latency", "TTFT": "time to first token", "serving tokens/s": "serving output tokens/s",
          "training TFLOP/s": "training TFLOP/s per GPU", "training peak memory": "training peak memory per GPU",
          "training sequences/s": "training sequences/s"}
-ROW = re.compile(r"\| (GPU, TensorRT-LLM 0\.9 sweep|GPU, NIM one client|GPU|B200|Neuron|Trainium2|MoE|LoRA/QLoRA) \| ([^|]+) \| ")
+# a table row whose first cell is one of PLATFORMS' labels (longest first: "GPU, NIM one client" before "GPU")
+ROW = re.compile(r"\| (" + "|".join(re.escape(label) for label in sorted(PLATFORMS.values(), key=len, reverse=True))
+                 + r") \| ([^|]+) \| ")
 NOT_FITTED = "— (not fitted: own constants needed)"
 ONE_SOURCE_MODEL_CLASS = "— (one source: the GPU band applies)"  # bench/accuracy.py MODEL_CLASS_MIN_SOURCES
 KEPT_APART = "— (one source, kept apart: plans take the GPU band)"  # bench/accuracy.py SOURCES_APART: no band class

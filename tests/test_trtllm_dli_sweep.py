@@ -10,6 +10,7 @@ import statistics
 import pytest
 
 from bench import calibrate, reference_sources
+from bench.accuracy import stored_band_share
 from bench.reference_cases import all_rows
 from bench.sweep_residuals import grouped, memory_errors
 from planner.hardware.catalog import bundled
@@ -125,9 +126,7 @@ def test_the_plans_bands_hold_the_sweep_they_were_never_drawn_from():
     rows = [r for r in all_rows(bundled()) if r.source == SOURCE]
 
     def inside(key: str, selected: list) -> float:
-        band, offset_ms = classes[key], classes[key].get("offset_s", 0.0) * 1e3
-        held = sum(band["q10"] <= r.measured / (r.predicted + offset_ms) <= band["q90"] for r in selected)
-        return held / len(selected)
+        return stored_band_share(classes[key], selected)
 
     tokens = [r for r in rows if r.metric == "serving tokens/s"]
     assert inside("gpu/serving tokens/s", [r for r in tokens if not r.moe]) == pytest.approx(0.922, abs=0.002)

@@ -10,6 +10,7 @@ import statistics
 import pytest
 
 from bench import attention_check, calibrate, reference_sources
+from bench.accuracy import stored_band_share
 from bench.reference_cases import all_rows
 from planner.hardware.catalog import bundled
 from planner.physics import unsplit_attention
@@ -147,9 +148,7 @@ def test_the_plans_bands_hold_nims_runs_they_were_never_drawn_from():
     rows = [r for r in all_rows(bundled()) if r.source == NIM]
 
     def inside(key: str, metric: str) -> float:
-        band, offset_ms = classes[key], classes[key].get("offset_s", 0.0) * 1e3
-        selected = [r for r in rows if r.metric == metric]
-        return sum(band["q10"] <= r.measured / (r.predicted + offset_ms) <= band["q90"] for r in selected) / len(selected)
+        return stored_band_share(classes[key], [r for r in rows if r.metric == metric])
 
     assert inside("gpu/serving tokens/s", "serving tokens/s") == pytest.approx(0.889, abs=0.002)
     assert inside("gpu/ITL", "ITL") == 1.0
