@@ -19,6 +19,23 @@ the plans deploy were predicted with it. The evidence in the rows: on the same A
 steps ran 0.7, 1.9, 3.0 and 5.4 ms longer than the estimate at batch 1, 16, 32 and 64 while its TensorRT-LLM steps
 ran 0-1.3 ms longer; AccelMark's vLLM 0.20.1 (V1) rows are within 2% where its 0.7.3 rows on the same GPU are 25-30%
 fast. A linear cost in the step's sequences is the loops' shape, not a claim about any one host.
+
+V0 also ran every step that held a prompt without a CUDA graph: it captured graphs for decode batches only ("Capturing
+cudagraphs for decoding", its model runner's log line), so a prefill step's kernels were launched from Python one by
+one, and a short prompt's step lasts as long as the host takes to launch its layers, not as long as the GPU takes to
+run them. A row that ran V0 so reads a prefill step as max(its GPU time, layers * EAGER_LAYER_LAUNCH_S). The constant
+is measured, not fitted: vLLM run eagerly decodes Qwen2.5-Omni-7B's thinker (Qwen2.5-7B's 28 layers) at ~22-23 ms a
+token on an A800 where its CUDA graphs take ~13 ms (vllm-project/vllm-omni issue #7960, 2026-09-22, vLLM 0.29): a
+host-bound step of 22.5 ms / 28 layers = 0.80 ms a layer. SGLang's lighter eager path launches Llama 3 8B's layers in
+at most 0.26 ms each (8.23 ms a token at batch 1 with --disable-cuda-graph, sgl-project/sglang PR #1401): the figure
+is vLLM's, not every engine's. AccelMark's vLLM 0.7.3 short-prompt first tokens at one client imply 0.25 ms a layer
+on its H100 host to 1.3 ms on its A100 ones: hosts differ. The engines plans deploy run prompts in CUDA graphs or
+compiled engines (vLLM V1's piecewise graphs, TensorRT-LLM), so no plan pays it.
+
+The rows are not read so by default (READ_EAGER_PREFILL): LMDeploy is the only fitted source that places the KV share,
+and the floor, which moves a few of Argonne's V0 rows by 1-2%, tips which of the LMDeploy-less fit's starts wins (KV
+share 0.71 -> 0.43), so the bands and 17 of the fixed corpus's plans would move for a reason that is not the floor's
+(docs/calibration-log.md, fourth session). `python bench/eager_prefill_check.py [--fold]` reads the rows both ways.
 """
 
 from __future__ import annotations
@@ -27,6 +44,19 @@ from __future__ import annotations
 SYNCHRONOUS_STEP_HOST_S = 0.0009
 # Host seconds each sequence in a V0 step adds (its scheduling, input metadata and output objects; fitted).
 SYNCHRONOUS_SEQUENCE_HOST_S = 5e-05
+# Host seconds to launch one decoder layer's kernels one by one, as V0 ran every step that held a prompt (measured, not
+# fitted: vllm-omni #7960's eager vLLM step, 22.5 ms over 28 layers; the module's docstring).
+EAGER_LAYER_LAUNCH_S = 0.0008
+# Whether a V0 row's prefill is read with that floor: off until the KV share is placed without LMDeploy (above).
+READ_EAGER_PREFILL = False
+
+
+def eager_prefill_floor_s(row: dict, layers: int) -> float:
+    """The least a prefill step lasts on the row's engine: its layers' kernels launched from the host one at a time
+    where the engine ran prompts without a CUDA graph (V0), 0 where a graph or compiled engine launches them."""
+    if not READ_EAGER_PREFILL or row.get("engine_loop") != "synchronous":
+        return 0.0
+    return layers * EAGER_LAYER_LAUNCH_S
 
 
 def host_step_s(row: dict, sequences: int) -> float:

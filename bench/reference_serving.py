@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from functools import cache, partial
 
-from bench.engine_loop import host_step_s
+from bench.engine_loop import eager_prefill_floor_s, host_step_s
 from bench.offline_rows import PRECISIONS, is_trtllm_bench, predict_offline
 from bench.reference_sources import (INSTANCE_FOR, NEURON_INSTANCE_FOR, model_why_not, row_accelerator,
                                      row_architecture, sources, strided, why_not)
@@ -148,6 +148,7 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
             w, kv = serving_weights(r), serving_kv(r)
             b, prompt, n = r["concurrency"], r["prompt_tokens"], r["output_tokens"]
             unsplit = r.get("decode_attention") == "unsplit"  # one thread block per sequence and KV head (no split)
+            floor = eager_prefill_floor_s(r, arch.layers)  # V0 launched each prompt's step kernel by kernel
             if neuron and r.get("compiled_batch") and r.get("engine") == "tgi":  # a wave's prompts, then its decode
                 if r.get("compiled_sequence_tokens"):
                     shapes = tgi_transformers_neuronx_shapes(r["compiled_batch"], prompt, n, r["compiled_sequence_tokens"])
@@ -164,7 +165,7 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
                 round_step_s = decode_step(arch, accel, w, kv, tp, 1, b, prompt + n / 2, routed_sequences=routed_batch(r, b),
                                            unsplit_attention=unsplit).seconds + host_step_s(r, b)
                 c = convoy(b, max(1, budget // prompt), n,
-                           lambda k: prefill_s(arch, accel, w, tp, 1, prompt, itype, prompts=k) + host_step_s(r, k),
+                           lambda k: max(prefill_s(arch, accel, w, tp, 1, prompt, itype, prompts=k), floor) + host_step_s(r, k),
                            round_step_s,
                            efficiency.request_overhead_s(accel))
                 tps, ttft, itl = c.output_tokens_per_s, c.time_to_first_token_s, c.inter_token_latency_s
@@ -172,12 +173,12 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
                 host = partial(host_step_s, r)  # 0 on every engine but vLLM's V0
                 e = replica_estimate(arch, accel, w, kv, r["tp"], 1, b, prompt, n, itype,
                                      max_context_tokens=r.get("max_context_tokens"), compiled_batch=r.get("compiled_batch"),
-                                     host_step_s=host, unsplit_attention=unsplit)
+                                     host_step_s=host, unsplit_attention=unsplit, prefill_floor_s=floor)
                 tps, ttft, itl = e.output_tokens_per_s_per_replica, e.time_to_first_token_s, e.inter_token_latency_s
                 if not neuron and b > (slots := resident_sequences(arch, accel, w, kv, r["tp"], prompt + n // 2)):
                     # more clients than KV slots: the running batch is the slots, the rest queue for one
                     e = replica_estimate(arch, accel, w, kv, r["tp"], 1, slots, prompt, n, itype, host_step_s=host,
-                                         unsplit_attention=unsplit)
+                                         unsplit_attention=unsplit, prefill_floor_s=floor)
                     request_s = e.time_to_first_token_s + (n - 1) * e.inter_token_latency_s
                     tps, itl = e.output_tokens_per_s_per_replica, e.inter_token_latency_s
                     ttft = e.time_to_first_token_s + slot_wait_s(b, slots, request_s)
@@ -191,9 +192,9 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
                 def first_token_s(k: int) -> float:
                     # `first_token: decoder-step`: the context pass leaves the prompt's last token to the decoder
                     if r.get("first_token") != "decoder-step":
-                        return (efficiency.request_overhead_s(accel) + prefill_s(arch, accel, w, tp, 1, prompt, itype, prompts=k)
-                                + host_step_s(r, k))
-                    encode = prefill_s(arch, accel, w, tp, 1, prompt - 1, itype, prompts=k) if prompt > 1 else 0.0
+                        return (efficiency.request_overhead_s(accel)
+                                + max(prefill_s(arch, accel, w, tp, 1, prompt, itype, prompts=k), floor) + host_step_s(r, k))
+                    encode = max(prefill_s(arch, accel, w, tp, 1, prompt - 1, itype, prompts=k), floor) if prompt > 1 else 0.0
                     return efficiency.request_overhead_s(accel) + encode + step_s(k, prompt)
 
                 waves = static_batch(b, resident_sequences(arch, accel, w, kv, tp, prompt + n // 2), n,

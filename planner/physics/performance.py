@@ -188,7 +188,7 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
                      ep_nodes: int = 1, speculation: Speculation | None = None,
                      compiled: CompiledShapes | None = None, attention_dp: bool = False,
                      host_step_s: Callable[[int], float] | None = None,
-                     unsplit_attention: bool = False) -> ServingEstimate:
+                     unsplit_attention: bool = False, prefill_floor_s: float = 0.0) -> ServingEstimate:
     """Continuous batching at `batch` sequences per replica, at the typical request.
 
     Each decode step emits one token per sequence; meanwhile batch/output_tokens sequences finish and
@@ -200,6 +200,8 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
     `host_step_s(k)`: host seconds an engine step of k sequences adds where the engine's loop does not overlap
     the GPU (a published run of vLLM's V0 engine: bench/engine_loop.py); None for the engines plans deploy.
     `unsplit_attention`: a published run whose decode attention ran one thread block per sequence and KV head (decode_step).
+    `prefill_floor_s`: the least a prefill step lasts where a published run's engine launched it from the host kernel
+    by kernel (vLLM V0 ran prompts without a CUDA graph: bench/engine_loop.py); 0 for the engines plans deploy.
     """
     mean_context = prompt_tokens + output_tokens / 2
     cached = prefix_cached_tokens(prompt_tokens, prefix_hit_share, accel)
@@ -214,6 +216,7 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
                            unsplit_attention=unsplit_attention)
         prefill = prefill_s(arch, accel, precision, tp, pp, max(prompt_tokens, compiled.prefill_tokens if compiled else 0),
                             itype, cached_tokens=cached, ep_nodes=ep_nodes)
+    prefill = max(prefill, prefill_floor_s)
     if host_step_s is not None:  # each decode step of the batch, and the prompt's own prefill step, wait on the host
         host_s = host_step_s(batch)
         step = replace(step, seconds=step.seconds + host_s, overhead_s=step.overhead_s + host_s)

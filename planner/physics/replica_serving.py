@@ -30,7 +30,7 @@ def replica_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
                      prefix_hit_share: float = 0.0, ep_nodes: int = 1, speculation: Speculation | None = None,
                      max_context_tokens: int | None = None, compiled_batch: int | None = None,
                      attention_dp: bool = False, host_step_s: Callable[[int], float] | None = None,
-                     unsplit_attention: bool = False) -> ServingEstimate:
+                     unsplit_attention: bool = False, prefill_floor_s: float = 0.0) -> ServingEstimate:
     """`batch` requests in flight on one replica. On Neuron the replica runs the graphs compiled for
     `compiled_batch` sequences (default: `batch`, the plan's compiled_batch_size) and `max_context_tokens`
     positions (the plan's n_positions): each prompt encoded at its context-encoding bucket, each decode
@@ -45,4 +45,4 @@ def replica_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
             decode_context_tokens(prompt_tokens, output_tokens, max_context_tokens))
     return serving_estimate(arch, accel, precision, kv_precision, tp, pp, batch, prompt_tokens, output_tokens, itype,
                             prefix_hit_share, ep_nodes, speculation, compiled, attention_dp, host_step_s,
-                            unsplit_attention)
+                            unsplit_attention, prefill_floor_s)
