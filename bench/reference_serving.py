@@ -148,7 +148,7 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
             w, kv = serving_weights(r), serving_kv(r)
             b, prompt, n = r["concurrency"], r["prompt_tokens"], r["output_tokens"]
             unsplit = r.get("decode_attention") == "unsplit"  # one thread block per sequence and KV head (no split)
-            floor = eager_prefill_floor_s(r, arch.layers)  # V0 launched each prompt's step kernel by kernel
+            floor = eager_prefill_floor_s(r, arch.layers)  # V0 launched prompts kernel by kernel (0 unless READ_EAGER_PREFILL)
             if neuron and r.get("compiled_batch") and r.get("engine") == "tgi":  # a wave's prompts, then its decode
                 if r.get("compiled_sequence_tokens"):
                     shapes = tgi_transformers_neuronx_shapes(r["compiled_batch"], prompt, n, r["compiled_sequence_tokens"])
