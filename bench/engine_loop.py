@@ -34,8 +34,8 @@ compiled engines (vLLM V1's piecewise graphs, TensorRT-LLM), so no plan pays it.
 
 The rows are not read so by default (READ_EAGER_PREFILL): LMDeploy is the only fitted source that places the KV share,
 and the floor, which moves a few of Argonne's V0 rows by 1-2%, tips which of the LMDeploy-less fit's starts wins (KV
-share 0.71 -> 0.43), so the bands and 17 of the fixed corpus's plans would move for a reason that is not the floor's
-(docs/calibration-log.md, fourth session). `python bench/eager_prefill_check.py [--fold]` reads the rows both ways.
+share 0.71 -> 0.43), so the bands and the plans they decide would move for a reason that is not the floor's (17 of
+the fixed corpus's plans when it was tried: docs/calibration-log.md, fourth session). `python bench/eager_prefill_check.py [--fold]` reads the rows both ways.
 """
 
 from __future__ import annotations

@@ -95,15 +95,16 @@ def test_accelmarks_v0_first_tokens_with_the_floor_and_without():
 
 
 def test_the_floor_tips_which_start_of_lmdeploys_fold_wins():
-    """Why it is held back: without LMDeploy the serving fit's starts stop at KV shares of 0.37-0.87, and the best
-    start moves from a 0.71 share to a 0.43 one on a difference of 0.0002 in the objective. Placing the KV share
-    without LMDeploy (a measured share per attention kernel, or a second source) is what lets the floor land."""
+    """Why it is held back: without LMDeploy the serving fit's starts stop at KV shares of 0.37-0.71, and with the floor
+    the best start moves from a 0.71 share (objective 0.229202) to a 0.43 one (0.230505, against 0.232086 for the
+    prior's start). Placing the KV share without LMDeploy (a measured share per attention kernel, or a second source)
+    is what lets the floor land."""
     def best(on: bool) -> tuple[float, float]:
         with eager_prefill_check.eager(on):
             starts = eager_prefill_check.fold_starts(eager_prefill_check.LMDEPLOY)
-        assert max(kv for *_, kv in starts) - min(kv for *_, kv in starts) >= 0.4
+        assert max(kv for *_, kv in starts) - min(kv for *_, kv in starts) >= 0.3
         _, objective, kv = min(starts, key=lambda start: start[1])
         return objective, kv
 
-    assert best(False) == (pytest.approx(0.230445, abs=1e-6), pytest.approx(0.71))
+    assert best(False) == (pytest.approx(0.229202, abs=1e-6), pytest.approx(0.71))
     assert best(True) == (pytest.approx(0.230505, abs=1e-6), pytest.approx(0.43))

@@ -118,7 +118,7 @@ def test_the_residuals_script_points_at_mixtral_and_the_h100_context_phase():
 
 def test_the_plans_bands_hold_the_sweep_they_were_never_drawn_from():
     """A blind check of the 80% bands (issue 25: a band must hold at least 75% of a source it never saw): the GPU bands
-    hold 92.2% of the sweep's dense tokens/s, 80.0% of its first tokens (on predicted + the band's offset) and 92.7% of
+    hold 90.9% of the sweep's dense tokens/s, 80.1% of its first tokens (on predicted + the band's offset) and 92.5% of
     its inter-token latencies; the MoE band holds 62.8% of its Mixtral tokens/s, short of 75% (README)."""
     from planner.physics.bands import bands
 
@@ -129,7 +129,7 @@ def test_the_plans_bands_hold_the_sweep_they_were_never_drawn_from():
         return stored_band_share(classes[key], selected)
 
     tokens = [r for r in rows if r.metric == "serving tokens/s"]
-    assert inside("gpu/serving tokens/s", [r for r in tokens if not r.moe]) == pytest.approx(0.922, abs=0.002)
+    assert inside("gpu/serving tokens/s", [r for r in tokens if not r.moe]) == pytest.approx(0.909, abs=0.002)
     assert inside("moe/serving tokens/s", [r for r in tokens if r.moe]) == pytest.approx(0.628, abs=0.002)
     assert inside("gpu/TTFT", [r for r in rows if r.metric == "TTFT"]) == pytest.approx(0.800, abs=0.002)
-    assert inside("gpu/ITL", [r for r in rows if r.metric == "ITL"]) == pytest.approx(0.927, abs=0.002)
+    assert inside("gpu/ITL", [r for r in rows if r.metric == "ITL"]) == pytest.approx(0.925, abs=0.002)

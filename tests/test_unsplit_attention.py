@@ -153,3 +153,14 @@ def test_the_plans_bands_hold_nims_runs_they_were_never_drawn_from():
     assert inside("gpu/serving tokens/s", "serving tokens/s") == pytest.approx(0.889, abs=0.002)
     assert inside("gpu/ITL", "ITL") == 1.0
     assert inside("gpu/TTFT", "TTFT") == pytest.approx(0.625, abs=0.002)
+
+
+def test_the_rows_that_ran_without_multi_block_mode_say_so():
+    """TensorRT-LLM 0.9's sweep, NIM's 2024 engines and Argonne's 2024 TensorRT-LLM runs (their run.py hands the runner
+    a `--multi_block_mode` flag that is off unless given, and no command gives it): every one of their TensorRT-LLM rows,
+    and no other row, reads its decode attention one thread block per (sequence, KV head)."""
+    marked = {source_id for source_id, data in reference_sources.sources().items()
+              for row in data["rows"] if row.get("decode_attention") == "unsplit"}
+    assert marked == {"trtllm-v09-dli-sweep", NIM, "argonne-llm-inference-bench"}
+    for row in reference_sources.sources()["argonne-llm-inference-bench"]["rows"]:
+        assert (row.get("decode_attention") == "unsplit") == (row["engine"] == "tensorrt-llm"), row["id"]
