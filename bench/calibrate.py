@@ -265,16 +265,22 @@ def _fit_group(catalog, parameters: dict, platform: str, group: str, rounds: int
     if math.prod(len(grid) for _, _, grid, _ in parameters.values()) <= JOINT_GRID_POINTS:
         _grid_search(catalog, parameters, platform, group, without)
         return
+    best = min(start_results(catalog, parameters, platform, group, rounds, without), key=lambda result: result[1])[2]
+    for (_, put, _, _), value in zip(parameters.values(), best):
+        put(value)
+
+
+def start_results(catalog, parameters: dict, platform: str, group: str, rounds: int,
+                  without: str | tuple[str, ...] | None) -> list[tuple[float | None, float, list[float]]]:
+    """(start, objective, values) of one group's descent from each of STARTS; the last start's values are left set."""
     results = []
     for start in STARTS:
         for _, put, grid, prior in parameters.values():
             put(prior if start is None else grid[int(start * (len(grid) - 1))])
         _descend(parameters, platform, rounds, without, group)
-        results.append((round(objective(catalog, platform, without, group), 6),
+        results.append((start, round(objective(catalog, platform, without, group), 6),
                         [get() for get, *_ in parameters.values()]))
-    best = min(results, key=lambda result: result[0])[1]
-    for (_, put, _, _), value in zip(parameters.values(), best):
-        put(value)
+    return results
 
 
 def _grid_search(catalog, parameters: dict, platform: str, group: str,

@@ -58,16 +58,12 @@ def pooled_gpu_classes(rows: list[Row]) -> dict[str, tuple[int, float, float]]:
 
 def fold_starts(without: str) -> list[tuple[object, float, float]]:
     """(start, objective, KV share) of the serving group's descent from each start, fitted without `without`."""
-    catalog, out = bundled(), []
-    parameters = {name: calibrate.PARAMETERS[name] for name in calibrate.GPU_GROUPS["serving"]}
+    names = calibrate.GPU_GROUPS["serving"]
+    kv = names.index("KV_BANDWIDTH_EFFICIENCY")
     with calibrate.restored():
-        for start in calibrate.STARTS:
-            for _, put, grid, prior in parameters.values():
-                put(prior if start is None else grid[int(start * (len(grid) - 1))])
-            calibrate._descend(parameters, "gpu", 6, without, "serving")
-            out.append((start, calibrate.objective(catalog, "gpu", without, "serving"),
-                        calibrate.PARAMETERS["KV_BANDWIDTH_EFFICIENCY"][0]()))
-    return out
+        results = calibrate.start_results(bundled(), {name: calibrate.PARAMETERS[name] for name in names}, "gpu",
+                                          "serving", 6, without)
+    return [(start, objective, values[kv]) for start, objective, values in results]
 
 
 def _line(label: str, figures: tuple[int, float, float]) -> str:

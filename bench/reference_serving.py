@@ -149,6 +149,11 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
             b, prompt, n = r["concurrency"], r["prompt_tokens"], r["output_tokens"]
             unsplit = r.get("decode_attention") == "unsplit"  # one thread block per sequence and KV head (no split)
             floor = eager_prefill_floor_s(r, arch.layers)  # V0 launched prompts kernel by kernel (0 unless READ_EAGER_PREFILL)
+
+            def prompt_step_s(k: int, tokens: int = prompt) -> float:
+                """A step prefilling k prompts of `tokens` each: the GPU's time, at least the host's eager launches."""
+                return max(prefill_s(arch, accel, w, r["tp"], 1, tokens, itype, prompts=k), floor)
+
             if neuron and r.get("compiled_batch") and r.get("engine") == "tgi":  # a wave's prompts, then its decode
                 if r.get("compiled_sequence_tokens"):
                     shapes = tgi_transformers_neuronx_shapes(r["compiled_batch"], prompt, n, r["compiled_sequence_tokens"])
@@ -165,7 +170,7 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
                 round_step_s = decode_step(arch, accel, w, kv, tp, 1, b, prompt + n / 2, routed_sequences=routed_batch(r, b),
                                            unsplit_attention=unsplit).seconds + host_step_s(r, b)
                 c = convoy(b, max(1, budget // prompt), n,
-                           lambda k: max(prefill_s(arch, accel, w, tp, 1, prompt, itype, prompts=k), floor) + host_step_s(r, k),
+                           lambda k: prompt_step_s(k) + host_step_s(r, k),
                            round_step_s,
                            efficiency.request_overhead_s(accel))
                 tps, ttft, itl = c.output_tokens_per_s, c.time_to_first_token_s, c.inter_token_latency_s
@@ -192,9 +197,8 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
                 def first_token_s(k: int) -> float:
                     # `first_token: decoder-step`: the context pass leaves the prompt's last token to the decoder
                     if r.get("first_token") != "decoder-step":
-                        return (efficiency.request_overhead_s(accel)
-                                + max(prefill_s(arch, accel, w, tp, 1, prompt, itype, prompts=k), floor) + host_step_s(r, k))
-                    encode = max(prefill_s(arch, accel, w, tp, 1, prompt - 1, itype, prompts=k), floor) if prompt > 1 else 0.0
+                        return efficiency.request_overhead_s(accel) + prompt_step_s(k) + host_step_s(r, k)
+                    encode = prompt_step_s(k, prompt - 1) if prompt > 1 else 0.0
                     return efficiency.request_overhead_s(accel) + encode + step_s(k, prompt)
 
                 waves = static_batch(b, resident_sequences(arch, accel, w, kv, tp, prompt + n // 2), n,
