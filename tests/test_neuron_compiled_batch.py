@@ -53,7 +53,7 @@ def test_llmperf_inter_token_latency_is_end_to_end_over_output_tokens():
 
 
 def test_quoted_inf2_static_batch_32_ttft_is_no_longer_two_thirds_fast(catalog):
-    """optimum-neuron llama3.1-8b on inf2 (TP 8, MAX_BATCH_SIZE 32, guidellm throughput, 1500/250):
+    """optimum-neuron llama3.1-8b on inf2 (TP 8, MAX_BATCH_SIZE 32, guidellm throughput, 1,500 tokens in, 180 out):
     per replica 309.7 tokens/s, TTFT 7,166 ms. The continuous-batching estimate reads the TTFT more
     than half fast and over twice the throughput (~3× before decode attention had its own share); the
     compiled-batch estimate (29 prompts encoded in the 2,048 bucket before the wave's first token) is within
@@ -61,10 +61,10 @@ def test_quoted_inf2_static_batch_32_ttft_is_no_longer_two_thirds_fast(catalog):
     published: 15.5 ms predicted while decode attention ran at the GEMM share, now within 15%."""
     row = next(r for r in rs.sources()["optimum-neuron-benchmarks"]["rows"]
                if r["id"] == "optneuron-tgi-inf2-llama-3.1-8b-bs32-throughput")
-    assert row["compiled_batch"] == 32 and row["tp"] == 8 and row["concurrency"] == 29
+    assert (row["compiled_batch"], row["tp"], row["concurrency"], row["output_tokens"]) == (32, 8, 29, 180)
     itype, core = _core(catalog)
     arch = presets()["llama-3.1-8b"]
-    continuous = serving_estimate(arch, core, "bf16", "bf16", 8, 1, 29, 1500, 250, itype)
+    continuous = serving_estimate(arch, core, "bf16", "bf16", 8, 1, 29, 1500, 180, itype)
     continuous_tps_error = continuous.output_tokens_per_s_per_replica / row["tokens_per_s"] - 1
     assert continuous_tps_error > 1.0
     assert continuous.time_to_first_token_s * 1e3 / row["ttft_ms"] < 0.5
@@ -87,3 +87,20 @@ def test_context_encoding_runs_at_the_next_power_of_two_bucket():
     assert context_bucket_tokens(1500) == 2048 and context_bucket_tokens(550) == 1024
     assert context_bucket_tokens(2048) == 2048 and context_bucket_tokens(5) == 128
     assert context_bucket_tokens(10000, 12800) == 12800
+
+
+def test_guidellm_rows_carry_the_tokens_each_request_generated():
+    """guidellm asked optimum-neuron's 2025 servers for 250 tokens (emulated data, output variance 20), but the CSVs'
+    own Output Token Throughput ÷ Requests per Second is what each request generated: 174-180 for Llama 3.1 8B on
+    inf2, 235-237 on Trainium2, 248 for the 70B. The rows carry that, quoted in each row's note (rows that said 250
+    read the 8B run's throughput +98% where it is +74%)."""
+    import re
+
+    rows = [r for r in rs.sources()["optimum-neuron-benchmarks"]["rows"]
+            if "guidellm" in r["note"] and r.get("concurrency") is not None]
+    assert len(rows) == 6
+    for r in rows:
+        tps = float(re.search(r"Output Token Throughput \(t/s\) ([0-9]+\.[0-9]+)", r["note"]).group(1))
+        rps = float(re.search(r"Requests per Second ([0-9]+\.[0-9]+)", r["note"]).group(1))
+        assert r["output_tokens"] == round(tps / rps), r["id"]
+    assert sorted(r["output_tokens"] for r in rows) == [174, 180, 235, 237, 248, 248]
