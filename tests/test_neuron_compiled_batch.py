@@ -104,3 +104,19 @@ def test_guidellm_rows_carry_the_tokens_each_request_generated():
         rps = float(re.search(r"Requests per Second ([0-9]+\.[0-9]+)", r["note"]).group(1))
         assert r["output_tokens"] == round(tps / rps), r["id"]
     assert sorted(r["output_tokens"] for r in rows) == [174, 180, 235, 237, 248, 248]
+
+
+@pytest.mark.parametrize("row_id, replicas, clients", [
+    ("optneuron-tgi-inferentia2-llama-3.1-70b-throughput", 1, 27),
+    ("optneuron-vllm-trainium2-llama-3.1-8b-throughput", 1, 29),
+    ("optneuron-tgi-inf2-llama-3.1-8b-bs32-throughput", 3, 29)])
+def test_guidellm_throughput_rows_carry_the_clients_little_s_law_gives(row_id, replicas, clients):
+    """guidellm's throughput mode caps clients at 128, but what ran is what Little's law on the CSV gives: Requests per
+    Second × Request Latency in flight, shared by the replicas behind nginx. The 70B row said 128 (read so, its first
+    token was +113% and its tokens/s +47%; at 27, -59% and +30%)."""
+    import re
+
+    row = next(r for r in rs.sources()["optimum-neuron-benchmarks"]["rows"] if r["id"] == row_id)
+    rps = float(re.search(r"Requests per Second ([0-9]+\.[0-9]+)", row["note"]).group(1))
+    latency_s = float(re.search(r"Request Latency \(s\) ([0-9]+\.[0-9]+)", row["note"]).group(1))
+    assert row["concurrency"] == round(rps * latency_s / replicas) == clients
