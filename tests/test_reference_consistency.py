@@ -13,9 +13,10 @@ import pytest
 from bench import reference_sources as rs
 
 TOLERANCE = 0.15
-# Rows whose throughput is not c × n ÷ request time, and why. LLMPerf (philschmid's 2024 runs) launches c clients
-# but kept fewer requests in flight at 16 and more: its overall throughput is the run's, ramp included, while its
-# latencies are per request (at 64 clients on one A10G, in flight = tokens/s × request time ÷ n ≈ 20).
+# Rows whose throughput is not c × n ÷ request time, and why. LLMPerf (philschmid's 2024 runs) runs rounds: it launches c
+# requests and waits for every one to end before the next c (the source's notes: RequestsLauncher.get_next_ready), so
+# fewer than c are in flight on average, the more so the more clients (at 64 on one A10G, tokens/s × request time ÷ n
+# gives 16-19).
 LLMPERF_UNDER_FILLED = ({f"phllmperf-a10g-{engine}-llama-3-8b-c{c}"
                          for engine in ("vllm", "tgi", "nim") for c in (16, 32, 64)}
                         | {"phllmperf-4xa10g-vllm-yi-1.5-34b-c32", "phllmperf-4xa10g-vllm-yi-1.5-34b-c64"})
