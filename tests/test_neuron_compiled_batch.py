@@ -5,6 +5,8 @@ static batch of 32, TTFT 66% fast and throughput 3× high"."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from bench import reference_sources as rs
@@ -13,6 +15,11 @@ from planner.physics import efficiency
 from planner.physics.neuron_serving import compiled_batch_serving, llmperf_itl_s
 from planner.physics.performance import decode_step, prefill_s, serving_estimate
 from planner.workload.presets import presets
+
+
+def _note_figure(row: dict, label: str) -> float:
+    """A CSV figure the row's note quotes after `label` ("Requests per Second 0.2005...")."""
+    return float(re.search(re.escape(label) + r" ([0-9]+\.[0-9]+)", row["note"]).group(1))
 
 
 def _core(catalog, name="inf2.48xlarge"):
@@ -94,14 +101,11 @@ def test_guidellm_rows_carry_the_tokens_each_request_generated():
     own Output Token Throughput ÷ Requests per Second is what each request generated: 174-180 for Llama 3.1 8B on
     inf2, 235-237 on Trainium2, 248 for the 70B. The rows carry that, quoted in each row's note (rows that said 250
     read the 8B run's throughput +98% where it is +74%)."""
-    import re
-
     rows = [r for r in rs.sources()["optimum-neuron-benchmarks"]["rows"]
             if "guidellm" in r["note"] and r.get("concurrency") is not None]
     assert len(rows) == 6
     for r in rows:
-        tps = float(re.search(r"Output Token Throughput \(t/s\) ([0-9]+\.[0-9]+)", r["note"]).group(1))
-        rps = float(re.search(r"Requests per Second ([0-9]+\.[0-9]+)", r["note"]).group(1))
+        tps, rps = _note_figure(r, "Output Token Throughput (t/s)"), _note_figure(r, "Requests per Second")
         assert r["output_tokens"] == round(tps / rps), r["id"]
     assert sorted(r["output_tokens"] for r in rows) == [174, 180, 235, 237, 248, 248]
 
@@ -114,9 +118,6 @@ def test_guidellm_throughput_rows_carry_the_clients_little_s_law_gives(row_id, r
     """guidellm's throughput mode caps clients at 128, but what ran is what Little's law on the CSV gives: Requests per
     Second × Request Latency in flight, shared by the replicas behind nginx. The 70B row said 128 (read so, its first
     token was +113% and its tokens/s +47%; at 27, -59% and +30%)."""
-    import re
-
     row = next(r for r in rs.sources()["optimum-neuron-benchmarks"]["rows"] if r["id"] == row_id)
-    rps = float(re.search(r"Requests per Second ([0-9]+\.[0-9]+)", row["note"]).group(1))
-    latency_s = float(re.search(r"Request Latency \(s\) ([0-9]+\.[0-9]+)", row["note"]).group(1))
+    rps, latency_s = _note_figure(row, "Requests per Second"), _note_figure(row, "Request Latency (s)")
     assert row["concurrency"] == round(rps * latency_s / replicas) == clients
