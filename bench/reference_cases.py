@@ -114,9 +114,10 @@ def _neuron_serving_rows(catalog: Catalog) -> list[Row]:
         ttft = efficiency.request_overhead_s(core) + prefill_s(arch, core, c["precision"], c["tp"], 1, prompt, prompts=b)
         setup = f"{c['model']} {c['instance_type']} TP{c['tp']} {c['precision']} b={b} {prompt}/{out}"
         part = catalog.instance(c["instance_type"]).accelerator
-        rows += [Row(c["id"], "serving tokens/s", c["source"], setup, b * out / (ttft + (out - 1) * itl), c["tokens_per_s"], "neuron", part),
-                 Row(c["id"], "TTFT", c["source"], setup, ttft * 1e3, c["ttft_ms"], "neuron", part),
-                 Row(c["id"], "ITL", c["source"], setup, itl * 1e3, c["itl_ms"], "neuron", part)]
+        figures = (("serving tokens/s", b * out / (ttft + (out - 1) * itl), "tokens_per_s"), ("TTFT", ttft * 1e3, "ttft_ms"),
+                   ("ITL", itl * 1e3, "itl_ms"))
+        rows += [Row(c["id"], metric, c["source"], setup, predicted, c[field], "neuron", part)
+                 for metric, predicted, field in figures if field in c]  # a source may state tokens/s alone
     return rows
 
 

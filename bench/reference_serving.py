@@ -124,8 +124,7 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
     from planner.physics import efficiency
     from planner.physics.closed_loop import convoy, slot_wait_s
     from planner.physics.kv_capacity import resident_sequences, static_batch
-    from planner.physics.neuron_serving import (bucketed_shapes, compiled_batch_serving, llmperf_itl_s,
-                                                tgi_transformers_neuronx_shapes)
+    from planner.physics.neuron_serving import compiled_batch_serving, llmperf_itl_s, tgi_transformers_neuronx_shapes
     from planner.physics.performance import decode_step, prefill_s
     from planner.physics.replica_serving import replica_estimate
 
@@ -154,11 +153,9 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
                 """A step prefilling k prompts of `tokens` each: the GPU's time, at least the host's eager launches."""
                 return max(prefill_s(arch, accel, w, r["tp"], 1, tokens, itype, prompts=k), floor)
 
-            if neuron and r.get("compiled_batch") and r.get("engine") == "tgi":  # a wave's prompts, then its decode
-                if r.get("compiled_sequence_tokens"):
-                    shapes = tgi_transformers_neuronx_shapes(r["compiled_batch"], prompt, n, r["compiled_sequence_tokens"])
-                else:
-                    shapes = bucketed_shapes(prompt, n, r.get("max_context_tokens"))
+            if neuron and r.get("compiled_batch") and r.get("compiled_sequence_tokens"):  # TGI on transformers-neuronx:
+                # a wave's prompts, then its decode
+                shapes = tgi_transformers_neuronx_shapes(r["compiled_batch"], prompt, n, r["compiled_sequence_tokens"])
                 waves = compiled_batch_serving(arch, accel, w, kv, r["tp"], r["compiled_batch"], b, prompt, n, itype,
                                                shapes)
                 tps, ttft, itl = waves.output_tokens_per_s, waves.time_to_first_token_s, waves.inter_token_latency_s
@@ -178,12 +175,18 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
                 host = partial(host_step_s, r)  # 0 on every engine but vLLM's V0
                 e = replica_estimate(arch, accel, w, kv, r["tp"], 1, b, prompt, n, itype,
                                      max_context_tokens=r.get("max_context_tokens"), compiled_batch=r.get("compiled_batch"),
-                                     host_step_s=host, unsplit_attention=unsplit, prefill_floor_s=floor)
+                                     host_step_s=host, unsplit_attention=unsplit, prefill_floor_s=floor,
+                                     optimum_nxd=r.get("neuron_backend") == "optimum-neuron-nxd")
                 tps, ttft, itl = e.output_tokens_per_s_per_replica, e.time_to_first_token_s, e.inter_token_latency_s
-                if not neuron and b > (slots := resident_sequences(arch, accel, w, kv, r["tp"], prompt + n // 2)):
-                    # more clients than KV slots: the running batch is the slots, the rest queue for one
+                slots = (r.get("compiled_batch") or b) if neuron else resident_sequences(arch, accel, w, kv, r["tp"],
+                                                                                         prompt + n // 2)
+                if b > slots:
+                    # more clients than KV slots (a Neuron server: than its compiled batch): the running batch is the
+                    # slots, the rest queue for one
                     e = replica_estimate(arch, accel, w, kv, r["tp"], 1, slots, prompt, n, itype, host_step_s=host,
-                                         unsplit_attention=unsplit, prefill_floor_s=floor)
+                                         max_context_tokens=r.get("max_context_tokens"), compiled_batch=r.get("compiled_batch"),
+                                         unsplit_attention=unsplit, prefill_floor_s=floor,
+                                         optimum_nxd=r.get("neuron_backend") == "optimum-neuron-nxd")
                     request_s = e.time_to_first_token_s + (n - 1) * e.inter_token_latency_s
                     tps, itl = e.output_tokens_per_s_per_replica, e.inter_token_latency_s
                     ttft = e.time_to_first_token_s + slot_wait_s(b, slots, request_s)

@@ -64,14 +64,13 @@ FOUR_BIT_FORMATS = {"mxfp4": "int4", "nvfp4": "int4"}
 # rows are GEMMs and attention, and run below what a 0.58 share gave them) and collectives across nodes are measured
 # (planner/physics/collectives.py); 0.58 before.
 GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.67, "9": 0.53}
-# The share FP8 GEMMs reach of their doubled peak, relative to BF16 GEMMs' share of theirs: amax reductions
-# lower it, FP8's larger tiles at the same shapes raise it (the casts of every GEMM's operands are charged on their
-# own, planner/physics/fp8_casts.py); fitted on the FP8 training rows (NeMo's and DGX Cloud's Llama 3 and GPT-3 on
-# H100, torchtitan's FP8 FSDP rows), and never past the measured FP8 roof (GEMM_KERNEL_ROOF). The fit, 0.84 (0.86
-# before the non-GEMM traffic was measured, 0.84 before the compiled stack and the measured collectives across
-# nodes, 0.94 before every source weighed the same,
-# bench/calibrate.py source_balanced_errors), sits near the ratio measured on one H100's 8192³ GEMMs (FP8 0.71 of
-# its peak ÷ BF16 0.79 of its = 0.90, bench/kernel_check.py); prefill has its own factor
+# The share FP8 GEMMs reach of their doubled peak, relative to BF16 GEMMs' share of theirs: amax reductions lower it,
+# FP8's larger tiles at the same shapes raise it (the casts of every GEMM's operands are charged on their own,
+# planner/physics/fp8_casts.py); fitted on the FP8 training rows (NeMo's and DGX Cloud's Llama 3 and GPT-3 on H100,
+# torchtitan's FP8 FSDP rows), and never past the measured FP8 roof (GEMM_KERNEL_ROOF). The fit, 0.84 (0.86 before the
+# non-GEMM traffic was measured, 0.84 before the compiled stack and the measured collectives across nodes, 0.94 before
+# every source weighed the same, bench/calibrate.py source_balanced_errors), sits near the ratio measured on one H100's
+# 8192³ GEMMs (FP8 0.71 of its peak ÷ BF16 0.79 of its = 0.90, bench/kernel_check.py); prefill has its own factor
 # (PREFILL_FP8_GEMM_EFFICIENCY_FACTOR).
 FP8_GEMM_EFFICIENCY_FACTOR = 0.84
 # The share NVFP4 GEMMs (Blackwell block-scaled FP4: E2M1 blocks of 16 with an FP8 scale, activations quantised to
@@ -120,14 +119,13 @@ FITTED_PART_GEMM_SHARE = {"8": 0.85, "9": 0.80}
 # of a B200's peak is no higher than of an H100's. Ampere, Ada and consumer Blackwell (12.x, mma.sync parts) run
 # attention at their GEMM share.
 HOPPER_ATTENTION_EFFICIENCY = {"eager": 0.24, "compiled": 0.24, "fused": 0.46}
-# Share of dense peak that a decode step's GEMMs and attention sustain when the step is compute-bound (large batch),
-# per generation: the training GEMM shares of the fit at 9957dbc, kept apart from GEMM_EFFICIENCY_BY_GENERATION since
-# that became the eager training stack's share (issue 25, kernel stacks). Tied to it, the training refit moved serving
-# rows that run no training kernel (tried: Hopper 0.63 -> 0.60 and Ampere/Ada 0.59 -> 0.62 took NIM's FP8 TTFT at 5
-# users from within 12% to 19% off, TRT-LLM's L40S 2,048-token rows to 23%). Not fitted (as PREFILL_EFFICIENCY below).
-# Decode GEMMs measured on H100 at M = 1,024: 0.63-0.80 (bench/kernel_check.py): Hopper's 0.63 is no faster.
-# Fitted on serving rows with TensorRT-LLM's offline table they generalise worse (bench/calibrate.py,
-# EVALUATED_ONLY_SOURCES).
+# Share of dense peak that a decode step's GEMMs and attention sustain when the step is compute-bound (large batch), per
+# generation: the training GEMM shares of the fit at 9957dbc, kept apart from GEMM_EFFICIENCY_BY_GENERATION since that
+# became the eager training stack's share (issue 25, kernel stacks). Tied to it, the training refit moved serving rows
+# that run no training kernel (tried: Hopper 0.63 -> 0.60 and Ampere/Ada 0.59 -> 0.62 took NIM's FP8 TTFT at 5 users
+# from within 12% to 19% off, TRT-LLM's L40S 2,048-token rows to 23%). Not fitted (as PREFILL_EFFICIENCY below). Decode
+# GEMMs measured on H100 at M = 1,024: 0.63-0.80 (bench/kernel_check.py): Hopper's 0.63 is no faster. Fitted on serving
+# rows with TensorRT-LLM's offline table they generalise worse (bench/calibrate.py, EVALUATED_ONLY_SOURCES).
 DECODE_GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.59, "9": 0.63}
 # How sharply a GPU kernel turns from its memory roof to its compute roof (Williams et al., "Roofline", CACM 2009,
 # draw the corner sharp: time = max(bytes ÷ bandwidth, FLOPs ÷ peak)). Near the corner a real kernel reaches neither
@@ -155,16 +153,15 @@ MOE_ALIGN_KERNEL_S = 7.2e-06
 # FP8 prefill's share relative to BF16 prefill's: the FP8 factor of the same fit (9957dbc), for the same reason; in
 # training the FP8 share now stops at the measured FP8 roof, so the training rows no longer inform a prefill factor.
 PREFILL_FP8_GEMM_EFFICIENCY_FACTOR = 1.14
-# Share of dense peak that prefill's GEMMs sustain at large M, per CUDA compute-capability generation,
-# before their shape factor (planner/physics/prefill_compute.py): the same cuBLAS GEMMs as a training
-# forward, so the values are GEMM_EFFICIENCY_BY_GENERATION's fit on the training rows at b3eef24 (Hopper's lower
-# share of its higher peak holds for prefill too: NIM's 5,000-token H100 prompts). Not refitted on
-# serving rows: refitted leave-one-source-out they drift to 0.95 (Ampere, pulled by the A10G rows before the
-# A10G's GEMMs reached their measured share of its peak, gemm_share_factor) and 0.67 (Hopper, pulled by
-# throughput rows), and held-out TTFT gets worse (30.0% against 20.9% with these, bench LOSO over the TTFT
-# sources). Its own table so
-# serving rows never move training's constants: tied to GEMM_EFFICIENCY_BY_GENERATION, the joint fit pulls
-# training's shares to 0.79/0.59 and its in-sample error from 9.6% to 15.1% (bench/calibrate.py).
+# Share of dense peak that prefill's GEMMs sustain at large M, per CUDA compute-capability generation, before their
+# shape factor (planner/physics/prefill_compute.py): the same cuBLAS GEMMs as a training forward, so the values are
+# GEMM_EFFICIENCY_BY_GENERATION's fit on the training rows at b3eef24 (Hopper's lower share of its higher peak holds for
+# prefill too: NIM's 5,000-token H100 prompts). Not refitted on serving rows: refitted leave-one-source-out they drift
+# to 0.95 (Ampere, pulled by the A10G rows before the A10G's GEMMs reached their measured share of its peak,
+# gemm_share_factor) and 0.67 (Hopper, pulled by throughput rows), and held-out TTFT gets worse (30.0% against 20.9%
+# with these, bench LOSO over the TTFT sources). Its own table so serving rows never move training's constants: tied to
+# GEMM_EFFICIENCY_BY_GENERATION, the joint fit pulls training's shares to 0.79/0.59 and its in-sample error from 9.6% to
+# 15.1% (bench/calibrate.py).
 PREFILL_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.47}
 # Fixed cost of a request before its prefill starts: HTTP, tokenisation, scheduling. Fitted on LMDeploy's, NIM's and
 # LLMPerf's TTFT rows: 0 ms since the rounded roofline (roofline_s) slowed their short prompts' prefills, 2 ms at the
@@ -182,14 +179,13 @@ REQUEST_OVERHEAD_S = 0.0
 # and training's held-out error 9.1% -> 13.9% (README, accuracy). 204 B (6 × 34) had been the fit since every
 # source weighs the same (408 before, when the largest sources decided it).
 NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 203
-# The share of that eager traffic a torch.compile'd model still moves (training.kernels: compiled). Inductor fuses
-# the norms, rotary embeddings, SwiGLU and residual adds between the GEMMs into a few Triton kernels and keeps
-# cuBLAS GEMMs and FlashAttention-2, so compiling saves non-GEMM traffic only. Measured, not fitted: one H100 SXM
-# timed six Llama layers' forward+backward eager and compiled (bench/data/device/h100-2026-11-24.json): the saving,
-# 1.1-4.2 ms a layer, is the whole of the eager non-GEMM time charged above (it leaves -0.15 to 0.26 of it, median
-# 0.00; `python bench/kernel_check.py`, compiled_nonmatmul_shares), so a compiled stack is charged none. Since that
-# charge is itself the median saving (NONMATMUL_BYTES_PER_TOKEN_HIDDEN), this holds by construction within the
-# spread of the six layers.
+# The share of that eager traffic a torch.compile'd model still moves (training.kernels: compiled). Inductor fuses the
+# norms, rotary embeddings, SwiGLU and residual adds between the GEMMs into a few Triton kernels and keeps cuBLAS GEMMs
+# and FlashAttention-2, so compiling saves non-GEMM traffic only. Measured, not fitted: one H100 SXM timed six Llama
+# layers' forward+backward eager and compiled (bench/data/device/h100-2026-11-24.json): the saving, 1.1-4.2 ms a layer,
+# is the whole of the eager non-GEMM time charged above (it leaves -0.15 to 0.26 of it, median 0.00; `python
+# bench/kernel_check.py`, compiled_nonmatmul_shares), so a compiled stack is charged none. Since that charge is itself
+# the median saving (NONMATMUL_BYTES_PER_TOKEN_HIDDEN), this holds by construction within the spread of the six layers.
 COMPILED_NONMATMUL_SHARE = 0.0
 # Share of a collective that hides behind the compute it overlaps on a GPU (FSDP/ZeRO prefetch, DDP bucketed
 # all-reduce in the backward): NCCL kernels take SMs from the GEMMs they overlap. Prior 0: the fit finds most of it
@@ -203,39 +199,38 @@ COMM_OVERLAP = 0.7
 # after the embedding lookup, 204 since its sources weigh the same) and with it every Neuron constant fitted around it
 # (held-out Trainium2 ITL 18.5% -> 27.1%, Neuron serving 19.9% -> 22.4%).
 NEURON_NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 408
-# Neuron (Inferentia2, Trainium): no GPU constant above is reused. Fitted on
-# AWS's published Neuron performance tables (transformers-neuronx serving on inf2.48xlarge and
-# trn1.32xlarge; NeuronX Distributed pre-training on trn1.32xlarge), bench/data/reference.yaml, and
-# TGI-on-Neuron runs (optimum-neuron and philschmid LLMPerf/guidellm, compiled static batches:
-# planner/physics/neuron_serving.py), bench/data/reference/. Trainium2 rows are compared, not fitted.
-# Achieved share of a NeuronCore's HBM bandwidth when decode streams weights and KV cache (0.53 before decode attention
-# had its own share, NEURON_DECODE_ATTENTION_EFFICIENCY, whose cost it stood in for; 0.89 before the training pair
-# was searched on its joint grid and the serving group refitted beside link 0.65; 0.92 before optimum-neuron's 2024 TGI
-# rows were read at the shapes optimum-neuron 0.0.20-0.0.26 compiles and in the model's tokens, not LLMPerf's Llama 2
-# ones: the two misreadings had made TGI's decode steps look 30% faster than AWS's table for the same shape).
-NEURON_MEMORY_BANDWIDTH_EFFICIENCY = 0.76
-# Fixed cost of one collective among NeuronCores (the decode all-reduces are latency-bound: an 8B
-# model at TP 24 reads 0.3 GB per core per step yet takes 6.4 ms, 0.2 ms per layer; 95 us before TGI's 2024 rows were
-# read at their compiled shapes and in the model's tokens).
-NEURON_COLLECTIVE_LATENCY_S = 8e-05
+# Neuron (Inferentia2, Trainium): no GPU constant above is reused. Fitted on AWS's published Neuron performance tables
+# (transformers-neuronx serving on inf2.48xlarge and trn1.32xlarge; NeuronX Distributed pre-training on trn1.32xlarge),
+# bench/data/reference.yaml, and TGI-on-Neuron runs (optimum-neuron and philschmid LLMPerf/guidellm, compiled static
+# batches: planner/physics/neuron_serving.py), bench/data/reference/. Trainium2 rows are compared, not fitted. Achieved
+# share of a NeuronCore's HBM bandwidth when decode streams weights and KV cache. The PyTorch blog's Llama 2 at TP 2 (one
+# chip) reads it apart from the collectives that decide TP 24: 0.76 before those runs were fitted, every Neuron source
+# weighed the same and optimum-neuron's 2025 runs were read at their one compiled shape (one basin since, not two:
+# docs/calibration-log.md, sixth session); 0.53 before decode attention had its own share; 0.92 before optimum-neuron's
+# 2024 TGI rows were read at their compiled shapes and in the model's tokens.
+NEURON_MEMORY_BANDWIDTH_EFFICIENCY = 0.67
+# Fixed cost of one collective among NeuronCores (the decode all-reduces are latency-bound: an 8B model at TP 24 reads
+# 0.3 GB per core per step yet takes 6.4 ms, 0.2 ms per layer). nccom-test's published examples put it at 58-150 us in
+# 2023 (SDK 2.10) and 6-10 us an all-gather in 2025-26 (SDK 2.24-2.28); the fitted rows ran SDK 2.13-2.26.
+NEURON_COLLECTIVE_LATENCY_S = 8.5e-05
 # Achieved share of NeuronLink bandwidth in ring collectives: fitted with NEURON_GEMM_EFFICIENCY on the training
 # rows, whose TP and gradient collectives are bandwidth-bound (bench/calibrate.py NEURON_GROUPS): 0.65 with GEMM 0.40,
 # the floor of the pair's joint grid over AWS's table and HyperPod's Llama 3 70B runs (0.6 with 0.41 was where one
 # constant at a time stalled in their diagonal valley; bench/calibrate.py _grid_search).
 NEURON_LINK_EFFICIENCY = 0.65
-# Fixed cost of a request before its first token on Neuron: the host-side launch of the compiled
-# context-encoding graph and its I/O (128-token prompts take 25-29 ms on inf2 for 0.1 GFLOP of work; 15 ms before TGI's
-# 2024 rows were read at their compiled shapes and in the model's tokens).
-NEURON_REQUEST_OVERHEAD_S = 0.019
+# Fixed cost of a request before its first token on Neuron: the host-side launch of the compiled context-encoding graph
+# and its I/O (128-token prompts take 25-29 ms on inf2 for 0.1 GFLOP of work; 19 ms before the sixth session's refit,
+# 15 ms before TGI's 2024 rows were read at their compiled shapes and in the model's tokens).
+NEURON_REQUEST_OVERHEAD_S = 0.022
 # Share of a collective that hides behind compute on Neuron: not fitted. A NeuronDevice runs collectives on dedicated
 # collective-communication cores (6 CC-Cores per Trainium/Inferentia2 device, 20 per Trainium2), not on the compute
 # engines: "Dedicated engine for collective communication, allows for overlapping computation and communication"
 # (AWS Neuron docs, Neuron Glossary; NKI Trainium/Inferentia2 and Trainium2 architecture guides). So the GPU's
 # COMM_OVERLAP, whose loss is NCCL taking SMs, does not apply.
 NEURON_COMM_OVERLAP = 1.0
-# Share of a NeuronCore's peak BF16 FLOP/s that context encoding (prefill) sustains (0.32 before TGI's 2024 rows encoded
-# each prompt at its compiled shape: neuron_serving.tgi_transformers_neuronx_shapes).
-NEURON_PREFILL_EFFICIENCY = 0.34
+# Share of a NeuronCore's peak BF16 FLOP/s that context encoding (prefill) sustains (0.34 before optimum-neuron's 2025
+# runs were read at their one compiled shape and the sixth session's refit, 0.32 before TGI's 2024 rows' shapes).
+NEURON_PREFILL_EFFICIENCY = 0.38
 # Share of peak BF16 FLOP/s that NeuronX Distributed training GEMMs sustain (fitted on the training rows alone, with
 # NEURON_LINK_EFFICIENCY on their joint grid).
 NEURON_GEMM_EFFICIENCY = 0.4
@@ -244,13 +239,17 @@ NEURON_GEMM_EFFICIENCY = 0.4
 # heads (repeat_kv), multiplies one query row per head against every position on the 128-row systolic TensorE (NKI
 # architecture guides: one row in 128 busy), and upcasts the scores to FP32 for the softmax (a quarter of the BF16
 # rate): the prior 1/128 ÷ 4 ≈ 0.002, far below the GEMM share, so its cost grows with query heads × positions × the
-# compiled batch, not with KV bytes. It is why a compiled batch of 8 costs more per step than batch 1 at the same
-# weight stream: optimum-neuron's trn1 Llama-3-70B at one client decodes ~19 ms a step compiled for 1 and ~30 ms for
-# 8; AWS's inf2 tables add ~4.5 ms a step at batch 8 when n_positions doubles, for a GQA 8B model whose KV bytes
-# explain a fifth of it. Fitted on the Neuron serving rows (bench/calibrate.py NEURON_GROUPS): 0.002, the prior.
-# Before it, decode attention ran at the GEMM share and the weight stream's share absorbed its cost (0.53 of HBM
-# peak; 0.89 with it).
-NEURON_DECODE_ATTENTION_EFFICIENCY = 0.002
+# compiled batch, not with KV bytes. It is why a compiled batch of 8 costs more per step than batch 1 at the same weight
+# stream: optimum-neuron's trn1 Llama-3-70B at one client decodes ~19 ms a step compiled for 1 and ~30 ms for 8; AWS's
+# inf2 tables add ~4.5 ms a step at batch 8 when n_positions doubles, for a GQA 8B model whose KV bytes explain a fifth
+# of it. Fitted on the Neuron serving rows (bench/calibrate.py NEURON_GROUPS): 0.0035 (0.002, the prior, before the sixth
+# session's refit). Before it, decode attention ran at the GEMM share and the weight stream's share absorbed its cost.
+NEURON_DECODE_ATTENTION_EFFICIENCY = 0.0035
+# The share where optimum-neuron's NxD backend (the image plans deploy) runs that code (attention_base.py
+# compute_for_token_gen) over the compiled batch × sequence_length. Set from its two one-client inf2 runs, whose every
+# step is that shape (6 rows of one source, too few to fit): exact at 0.006 (8B, 32 × 4,096) and 0.003 (70B, 8 × 4,096)
+# at the time, so 0.005; now +13% and -4%, Trainium2's (never fitted) +53%.
+NXD_DECODE_ATTENTION_EFFICIENCY = 0.005
 
 
 def nonmatmul_bytes_per_token_hidden(accel: Accelerator, kernels: str = "eager") -> float:
@@ -335,10 +334,11 @@ def decode_compute_efficiency(accel: Accelerator) -> float:
     return NEURON_GEMM_EFFICIENCY if accel.is_neuron else _gemm_share(accel, DECODE_GEMM_EFFICIENCY_BY_GENERATION)
 
 
-def decode_attention_efficiency(accel: Accelerator) -> float:
-    """Share of peak that decode attention's QKᵀ and PV sustain: the decode share on GPUs, where the attention
-    kernels are bound by their KV stream long before their FLOPs, NEURON_DECODE_ATTENTION_EFFICIENCY on Neuron."""
-    return NEURON_DECODE_ATTENTION_EFFICIENCY if accel.is_neuron else decode_compute_efficiency(accel)
+def decode_attention_efficiency(accel: Accelerator, optimum_nxd: bool = False) -> float:
+    """Decode attention's share of peak: the decode share on GPUs, on Neuron its engine's (`optimum_nxd`: NxD's)."""
+    if accel.is_neuron:
+        return NXD_DECODE_ATTENTION_EFFICIENCY if optimum_nxd else NEURON_DECODE_ATTENTION_EFFICIENCY
+    return decode_compute_efficiency(accel)
 
 
 def roofline_s(accel: Accelerator, memory_s: float, compute_s: float) -> float:

@@ -88,7 +88,8 @@ class DecodeStep:
 def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_precision: str,
                 tp: int, pp: int, batch: int, context_tokens: float,
                 ep_nodes: int = 1, itype: InstanceType | None = None,
-                routed_sequences: int | None = None, unsplit_attention: bool = False) -> DecodeStep:
+                routed_sequences: int | None = None, unsplit_attention: bool = False,
+                optimum_nxd: bool = False) -> DecodeStep:
     """One decode step for `batch` sequences at `context_tokens` each (domain.md): per stage, the GEMMs'
     roofline of weight bytes ÷ achieved bandwidth and FLOPs ÷ achieved peak, then attention's of KV bytes ÷
     its bandwidth and FLOPs ÷ achieved peak (each corner rounded: efficiency.roofline_s), + TP all-reduces; a
@@ -99,7 +100,8 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     sequences route their tokens independently (None: all of them); copies of one prompt decoded greedily route
     alike, so a batch of them touches one sequence's experts. A MoE step's routed experts run as grouped GEMMs whose
     math adds to their weight stream (grouped_expert_gemm_s), on GPUs. `unsplit_attention`: a published run whose
-    attention kernel gave each sequence's KV head one thread block (planner/physics/unsplit_attention.py)."""
+    attention kernel gave each sequence's KV head one thread block (planner/physics/unsplit_attention.py).
+    `optimum_nxd`: token generation compiled by optimum-neuron's NxD backend (decode_attention_efficiency)."""
     padding = attention_padding_params(arch, tp) * BYTES_PER_PARAM[precision]
     read = moe_weight_bytes_read(arch, precision, batch if routed_sequences is None else min(batch, routed_sequences))
     local = tokens_per_node(batch, ep_nodes)
@@ -119,7 +121,7 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
         accel.peak_flops(linear_precision) * efficiency.decode_gemm_efficiency(accel, linear_precision))
     attention_peak = accel.peak_flops(attention_precision(linear_precision)) or accel.peak_flops(linear_precision)
     attention_s = (batch * attention_flops / (tp * pp * ep_nodes)
-                   / (attention_peak * efficiency.decode_attention_efficiency(accel)))
+                   / (attention_peak * efficiency.decode_attention_efficiency(accel, optimum_nxd)))
     elementwise = elementwise_s(arch, tp, accel, local) / pp
     memory_s, compute_s = weights_s + kv_s + elementwise, gemm_s + attention_s + expert_s
     activation = local * arch.hidden_size * 2
@@ -168,10 +170,12 @@ def prefill_s(arch: Architecture, accel: Accelerator, precision: str, tp: int, p
 class CompiledShapes:
     """What a graph compiled ahead of time runs whatever the live request (planner/physics/replica_serving.py):
     the decode step at `batch` sequences attending over `decode_context_tokens` positions (the mean
-    token-generation bucket), each prompt encoded at `prefill_tokens` (its context-encoding bucket)."""
+    token-generation bucket), each prompt encoded at `prefill_tokens` (its context-encoding bucket); `optimum_nxd`:
+    compiled by optimum-neuron's NxD backend (decode_step)."""
     batch: int
     prefill_tokens: int
     decode_context_tokens: float
+    optimum_nxd: bool = False
 
 
 @dataclass(frozen=True)
@@ -213,7 +217,7 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
     else:
         step = decode_step(arch, accel, precision, kv_precision, tp, pp, max(batch, compiled.batch) if compiled else batch,
                            compiled.decode_context_tokens if compiled else mean_context, ep_nodes, itype,
-                           unsplit_attention=unsplit_attention)
+                           unsplit_attention=unsplit_attention, optimum_nxd=bool(compiled and compiled.optimum_nxd))
         prefill = prefill_s(arch, accel, precision, tp, pp, max(prompt_tokens, compiled.prefill_tokens if compiled else 0),
                             itype, cached_tokens=cached, ep_nodes=ep_nodes)
     prefill = max(prefill, prefill_floor_s)

@@ -174,18 +174,15 @@ def _serving_figures(w: Workload, cand: Candidate, platform: str, hours: float,
             warnings.append("MoE on Neuron is unvalidated: no published Neuron MoE run is compared, and optimum-neuron's "
                             "Trainium2 runs of Llama 4 and Qwen3 MoE models were 2-6× below such estimates in tokens/s "
                             "and their first tokens 10-50× later")
-        # optimum-neuron 0.4.5 (components/data/images.yaml) has no buckets: modeling_decoder.py create_graph_builders
-        # compiles "context_encoding" at active_tokens = max_context_length (= the sequence length) and
-        # decoder_builders.py asserts bucket_rank == 0. The estimate keeps the power-of-two buckets of AWS's engines
-        # until NxD's attention and Neuron's prefill fixed cost let the fit hold with one graph (issue 25's notes).
+        # optimum-neuron 0.4.5 (components/data/images.yaml) has no buckets (planner/physics/replica_serving.py): every
+        # prompt is encoded at all the positions, and the estimate counts it so; say what a lower maximum would save
         bucket = context_bucket_tokens(s.prompt_tokens, s.max_context_tokens)
         if bucket < s.max_context_tokens:
             warnings.append(f"the Neuron image this plan deploys (optimum-neuron) compiles one context-encoding graph "
-                            f"for all {s.max_context_tokens} positions, so each prompt is encoded as "
-                            f"{s.max_context_tokens} tokens; the first-token estimate reads a {s.prompt_tokens}-token "
-                            f"prompt at its {bucket}-token bucket "
-                            f"({s.max_context_tokens / bucket:.3g}× fewer tokens): "
-                            "keep max_context_tokens as low as requests allow")
+                            f"for all {s.max_context_tokens} positions, so each {s.prompt_tokens}-token prompt is "
+                            f"encoded as {s.max_context_tokens} tokens ({s.max_context_tokens / bucket:.3g}× its "
+                            f"{bucket}-token bucket) and every decode step attends over {s.max_context_tokens} "
+                            "positions, as the estimate counts: keep max_context_tokens as low as requests allow")
     performance = PlanPerformance(output_tokens_per_s=aggregate,
                                   output_tokens_per_s_per_replica=perf.output_tokens_per_s_per_replica,
                                   time_to_first_token_s=perf.time_to_first_token_s,

@@ -174,11 +174,13 @@ class _Replica:
     def estimate(self, batch: int) -> ServingEstimate:
         if batch not in self.estimates:
             w, s = self.w, self.w.serving
-            # Neuron: the graph compiled for this batch, prompts at their bucket (planner/physics/replica_serving.py)
+            # Neuron: the graphs optimum-neuron's NxD backend compiles for this batch at n_positions =
+            # max_context_tokens, the image plans deploy (planner/physics/replica_serving.py)
             self.estimates[batch] = replica_estimate(w.architecture, self.accel, w.precision, s.kv_cache_precision,
                                                      self.tp, self.pp, batch, s.prompt_tokens, s.output_tokens,
                                                      self.itype, s.prefix_hit_share, self.ep, self.speculation,
-                                                     s.max_context_tokens, attention_dp=self.attention_ranks > 1)
+                                                     s.max_context_tokens, attention_dp=self.attention_ranks > 1,
+                                                     optimum_nxd=True)
         return self.estimates[batch]
 
     def memory_at(self, n: int):
