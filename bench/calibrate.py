@@ -138,13 +138,13 @@ def source_balanced_errors(rows: list[Row]) -> dict[tuple[str, str], float]:
     whichever basin the larger one favoured when the other was held out (README, accuracy: Ampere's GEMM share went
     0.64 -> 0.49 without Korthikanti's five rows; leave-one-source-out training error 16.1% -> 10.2% with this
     objective).
-    Training and Neuron serving (BALANCED_GROUPS). On GPU serving it took the leave-one-source-out error the other way
-    (tokens/s 9.9% -> 11.7%, TTFT 26.6% -> 28.5%, ITL 7.4% -> 10.1%), where a few small sources with their own harness
-    load models (LLMPerf's rounds, NIM's five rows) would weigh as much as the vendor tables of hundreds of controlled
-    runs. On Neuron serving the median over rows let AWS's 70-row table decide, and the fit had two basins (HBM share
-    0.76 with 80 us a collective, 0.41 with none) that a held-out source tipped between; weighed by source, with the
-    PyTorch blog's TP 2 runs beside the TP 24-32 tables, every fold lands in one (docs/calibration-log.md, sixth
-    session)."""
+    Every group's objective since the sixth session (docs/calibration-log.md). Serving had kept the median over rows,
+    and a held-out source then tipped a fit between basins its larger neighbours left: on Neuron, AWS's 70-row table
+    decided between an HBM share of 0.76 with 80 us a collective and 0.41 with none; on GPUs the fold without LMDeploy,
+    the one source that places the KV cache's share, stopped at 0.71 or 0.43 on a difference of 0.0016. Weighed by
+    source, every Neuron fold lands in one basin and LMDeploy's at one share with or without vLLM V0's eager prefill
+    (bench/engine_loop.py), which could land then. (Tried on GPU serving early in issue 25 it had gone the other way,
+    tokens/s 9.9% -> 11.7%, before the serving model read each harness's load.)"""
     classes: dict[tuple[str, str], dict[str, list[float]]] = {}
     for r in rows:
         classes.setdefault((r.platform, r.metric), {}).setdefault(r.source, []).append(abs(r.error))
@@ -194,9 +194,6 @@ EVALUATED_ONLY = ("Trainium2", "B200")
 # theirs is predicted by constants that never saw it (calibration log, 2026-12-07).
 EVALUATED_ONLY_SOURCES = ("trtllm-perf-overview-v017", "trtllm-v09-dli-sweep", "gpustack-performance-lab-qwen3-8b-h100",
                           "accelmark-verified", "nim-dli-sweep")
-# The (platform, group)s whose objective weighs every source the same (source_balanced_errors); the rest take the
-# median over rows.
-BALANCED_GROUPS = (("gpu", "training"), ("neuron", "training"), ("neuron", "serving"))
 
 
 def objective(catalog, platform: str | None = None, without: str | tuple[str, ...] | None = None,
@@ -206,8 +203,7 @@ def objective(catalog, platform: str | None = None, without: str | tuple[str, ..
     left_out = (without,) if isinstance(without, str) else tuple(without or ())
     rows = [r for r in all_rows(catalog, platform, FIT_ROWS_PER_SOURCE, group, EVALUATED_ONLY_SOURCES + left_out)
             if r.accelerator not in EVALUATED_ONLY]
-    errors = source_balanced_errors if (platform, group) in BALANCED_GROUPS else median_errors
-    return sum(errors(rows).values())
+    return sum(source_balanced_errors(rows).values())
 
 
 @contextmanager

@@ -32,23 +32,24 @@ is vLLM's, not every engine's. AccelMark's vLLM 0.7.3 short-prompt first tokens 
 on its H100 host to 1.3 ms on its A100 ones: hosts differ. The engines plans deploy run prompts in CUDA graphs or
 compiled engines (vLLM V1's piecewise graphs, TensorRT-LLM), so no plan pays it.
 
-The rows are not read so by default (READ_EAGER_PREFILL): LMDeploy is the only fitted source that places the KV share,
-and the floor, which moves a few of Argonne's V0 rows by 1-2%, tips which of the LMDeploy-less fit's starts wins (KV
-share 0.71 -> 0.43), so the bands and the plans they decide would move for a reason that is not the floor's (17 of
-the fixed corpus's plans when it was tried: docs/calibration-log.md, fourth session). `python bench/eager_prefill_check.py [--fold]` reads the rows both ways.
+The rows are read so (READ_EAGER_PREFILL) since the serving fit weighs every source the same (bench/calibrate.py
+source_balanced_errors): before, with the median over rows, the floor, which moves a few of Argonne's V0 rows by 1-2%,
+tipped which of the LMDeploy-less fit's starts won (KV share 0.71 -> 0.43; docs/calibration-log.md, fourth session); now
+the fold stops at one share either way (sixth session). `python bench/eager_prefill_check.py [--fold]` reads the rows
+both ways.
 """
 
 from __future__ import annotations
 
 # Host seconds of one V0 engine step (schedule, launch, sampled-token sync) whatever its size (fitted).
-SYNCHRONOUS_STEP_HOST_S = 0.0009
+SYNCHRONOUS_STEP_HOST_S = 0.001
 # Host seconds each sequence in a V0 step adds (its scheduling, input metadata and output objects; fitted).
-SYNCHRONOUS_SEQUENCE_HOST_S = 5e-05
+SYNCHRONOUS_SEQUENCE_HOST_S = 7e-05
 # Host seconds to launch one decoder layer's kernels one by one, as V0 ran every step that held a prompt (measured, not
 # fitted: vllm-omni #7960's eager vLLM step, 22.5 ms over 28 layers; the module's docstring).
 EAGER_LAYER_LAUNCH_S = 0.0008
-# Whether a V0 row's prefill is read with that floor: off until the KV share is placed without LMDeploy (above).
-READ_EAGER_PREFILL = False
+# Whether a V0 row's prefill is read with that floor (bench/eager_prefill_check.py turns it off to compare).
+READ_EAGER_PREFILL = True
 
 
 def eager_prefill_floor_s(row: dict, layers: int) -> float:

@@ -214,16 +214,18 @@ def test_each_neuron_training_source_is_predicted_from_the_other(catalog):
     assert median(errors.values()) == pytest.approx(-0.057, abs=0.002)
 
 
-def test_the_neuron_serving_fit_weighs_every_source_the_same(catalog):
+def test_every_fit_weighs_every_source_the_same(catalog):
     """With the median over rows AWS's 70-row table decided the Neuron serving constants, and the fit had two basins
     (HBM share 0.76 with 80 us a collective, 0.41 with none) between which a held-out source tipped: philschmid's
     fold landed in the second. Weighed by source, with the PyTorch blog's one-chip runs fitted, it lands beside the
     full fit (docs/calibration-log.md, sixth session)."""
-    assert ("neuron", "serving") in calibrate.BALANCED_GROUPS and ("gpu", "serving") not in calibrate.BALANCED_GROUPS
-    rows = [r for r in all_rows(catalog, "neuron", calibrate.FIT_ROWS_PER_SOURCE, "serving",
-                                calibrate.EVALUATED_ONLY_SOURCES) if r.accelerator not in calibrate.EVALUATED_ONLY]
-    assert calibrate.objective(catalog, "neuron", None, "serving") == pytest.approx(
-        sum(calibrate.source_balanced_errors(rows).values()))
+    for platform, group in (("neuron", "serving"), ("gpu", "serving"), ("neuron", "training")):
+        rows = [r for r in all_rows(catalog, platform, calibrate.FIT_ROWS_PER_SOURCE, group,
+                                    calibrate.EVALUATED_ONLY_SOURCES) if r.accelerator not in calibrate.EVALUATED_ONLY]
+        assert calibrate.objective(catalog, platform, None, group) == pytest.approx(
+            sum(calibrate.source_balanced_errors(rows).values()))
+        assert calibrate.objective(catalog, platform, None, group) != pytest.approx(
+            sum(calibrate.median_errors(rows).values()))
     with calibrate.restored():
         fold = calibrate.fit(without="philschmid-llmperf-a10g-inf2", platforms=("neuron",))
     assert (fold["NEURON_MEMORY_BANDWIDTH_EFFICIENCY"], fold["NEURON_COLLECTIVE_LATENCY_S"]) == pytest.approx(

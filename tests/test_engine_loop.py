@@ -112,7 +112,9 @@ def test_argonnes_vllm_rows_no_longer_drift_fast_with_the_batch(catalog):
 
 def test_the_residual_script_shows_v0_steps_missing_time_that_tensorrt_llms_do_not(monkeypatch):
     """bench/engine_loop_residuals.py: with no loop paid, Argonne's vLLM steps at batch 64 run ms past the estimate
-    that its TensorRT-LLM steps on the same GPUs do not; with the fitted loop, within a millisecond of them."""
+    that its TensorRT-LLM steps on the same GPUs do not; with the fitted loop, within 1.5 ms of them (within 1 ms before
+    every serving source weighed the same in the fit: its KV share 0.71 -> 0.77 leaves the TensorRT-LLM steps 1.5 ms
+    past the estimate and the V0 ones 0.1 ms)."""
     from bench import engine_loop_residuals
 
     argonne = "argonne-llm-inference-bench"
@@ -123,7 +125,7 @@ def test_the_residual_script_shows_v0_steps_missing_time_that_tensorrt_llms_do_n
                 missing[(argonne, "tensorrt-llm", "serving tokens/s")][64])
 
     vllm, trt = at_64()
-    assert abs(vllm - trt) < 1.0
+    assert abs(vllm - trt) < 1.5
     monkeypatch.setattr(engine_loop, "SYNCHRONOUS_STEP_HOST_S", 0.0)
     monkeypatch.setattr(engine_loop, "SYNCHRONOUS_SEQUENCE_HOST_S", 0.0)
     vllm, trt = at_64()

@@ -35,10 +35,9 @@ def test_each_row_is_one_request_over_its_quoted_latency_per_token():
 
 
 def test_the_rows_are_compared_on_tokens_per_s_alone_and_fitted(catalog):
-    """They enter the Neuron serving fit as a source of their own (bench/calibrate.py BALANCED_GROUPS: every Neuron
+    """They enter the Neuron serving fit as a source of their own (bench/calibrate.py source_balanced_errors: every
     source weighs the same, so four rows count as much as AWS's 70)."""
     assert SOURCE not in calibrate.EVALUATED_ONLY_SOURCES
-    assert ("neuron", "serving") in calibrate.BALANCED_GROUPS
     compared = {(r.id, r.metric) for r in all_rows(catalog) if r.source == SOURCE}
     assert compared == {(c["id"], "serving tokens/s") for c in _rows()}
     fitted = {r.source for r in all_rows(catalog, "neuron", calibrate.FIT_ROWS_PER_SOURCE, "serving",
