@@ -4,7 +4,7 @@
     python bench/calibrate.py --write    # ... and write them into planner/physics/efficiency.py
 
 Coordinate descent over a grid per constant, minimising the sum over (platform, metric) classes of
-the median absolute error. Every fit starts from the same stated PRIOR (a value from the physics or
+the mean over sources of each source's median absolute error (source_balanced_errors). Every fit starts from the same stated PRIOR (a value from the physics or
 the literature, not from the data), so a fit that leaves a source out never sees it: a constant
 that only the held-out source informs stays at its prior. The committed constants are the fit on
 all sources (tests/test_calibration.py checks it); bench/accuracy.py refits once per held-out source

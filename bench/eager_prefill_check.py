@@ -1,13 +1,14 @@
-"""Read vLLM V0's published runs with and without their eager prefill (bench/engine_loop.py), and show why the reading
-is held back: what it does to AccelMark's first tokens, which no constant is fitted on, and to the one held-out fold
-that cannot place the KV cache's bandwidth share.
+"""Read vLLM V0's published runs with and without their eager prefill (bench/engine_loop.py): what it does to
+AccelMark's first tokens, which no constant is fitted on, and to the one held-out fold that cannot place the KV cache's
+bandwidth share (held back while that fold's best start changed with it; read since it does not).
 
     python bench/eager_prefill_check.py          # AccelMark's V0 first tokens and the pooled GPU classes, both ways
     python bench/eager_prefill_check.py --fold   # and LMDeploy's fold: each start's objective and KV share (~2 min)
 
 The first part is in-sample for every fitted source and held out for AccelMark (never fitted: its held-out figures are
 these). The second refits the GPU serving constants without LMDeploy from each of bench/calibrate.py's starts; the
-start with the lowest objective is the fold's fit. docs/calibration-log.md (fourth session) records the figures.
+start with the lowest objective is the fold's fit. docs/calibration-log.md (fourth and sixth sessions) records the
+figures.
 """
 
 from __future__ import annotations
