@@ -156,8 +156,8 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
             if neuron and r.get("compiled_batch") and r.get("compiled_sequence_tokens"):  # TGI on transformers-neuronx:
                 # a wave's prompts, then its decode
                 shapes = tgi_transformers_neuronx_shapes(r["compiled_batch"], prompt, n, r["compiled_sequence_tokens"])
-                waves = compiled_batch_serving(arch, accel, w, kv, r["tp"], r["compiled_batch"], b, prompt, n, itype,
-                                               shapes)
+                waves = compiled_batch_serving(arch, accel, w, kv, r["tp"], r["compiled_batch"], b, prompt, n, shapes,
+                                               itype)
                 tps, ttft, itl = waves.output_tokens_per_s, waves.time_to_first_token_s, waves.inter_token_latency_s
             elif is_trtllm_bench(r):
                 tps, ttft, itl = predict_offline(arch, accel, itype, r).output_tokens_per_s, None, None
@@ -172,21 +172,22 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
                            efficiency.request_overhead_s(accel))
                 tps, ttft, itl = c.output_tokens_per_s, c.time_to_first_token_s, c.inter_token_latency_s
             elif r["load"] == "closed-loop":  # the planner's own estimate (Neuron: compiled shapes and buckets)
-                host = partial(host_step_s, r)  # 0 on every engine but vLLM's V0
-                e = replica_estimate(arch, accel, w, kv, r["tp"], 1, b, prompt, n, itype,
-                                     max_context_tokens=r.get("max_context_tokens"), compiled_batch=r.get("compiled_batch"),
-                                     host_step_s=host, unsplit_attention=unsplit, prefill_floor_s=floor,
-                                     optimum_nxd=r.get("neuron_backend") == "optimum-neuron-nxd")
+                def replica(k: int):
+                    """k requests in flight on the row's replica (its host loop: 0 on every engine but vLLM's V0)."""
+                    return replica_estimate(arch, accel, w, kv, r["tp"], 1, k, prompt, n, itype,
+                                            max_context_tokens=r.get("max_context_tokens"),
+                                            compiled_batch=r.get("compiled_batch"), host_step_s=partial(host_step_s, r),
+                                            unsplit_attention=unsplit, prefill_floor_s=floor,
+                                            optimum_nxd=r.get("neuron_backend") == "optimum-neuron-nxd")
+
+                e = replica(b)
                 tps, ttft, itl = e.output_tokens_per_s_per_replica, e.time_to_first_token_s, e.inter_token_latency_s
                 slots = (r.get("compiled_batch") or b) if neuron else resident_sequences(arch, accel, w, kv, r["tp"],
                                                                                          prompt + n // 2)
                 if b > slots:
                     # more clients than KV slots (a Neuron server: than its compiled batch): the running batch is the
                     # slots, the rest queue for one
-                    e = replica_estimate(arch, accel, w, kv, r["tp"], 1, slots, prompt, n, itype, host_step_s=host,
-                                         max_context_tokens=r.get("max_context_tokens"), compiled_batch=r.get("compiled_batch"),
-                                         unsplit_attention=unsplit, prefill_floor_s=floor,
-                                         optimum_nxd=r.get("neuron_backend") == "optimum-neuron-nxd")
+                    e = replica(slots)
                     request_s = e.time_to_first_token_s + (n - 1) * e.inter_token_latency_s
                     tps, itl = e.output_tokens_per_s_per_replica, e.inter_token_latency_s
                     ttft = e.time_to_first_token_s + slot_wait_s(b, slots, request_s)

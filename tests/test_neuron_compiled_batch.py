@@ -12,7 +12,7 @@ import pytest
 from bench import reference_sources as rs
 from bench.reference_cases import all_rows
 from planner.physics import efficiency
-from planner.physics.neuron_serving import compiled_batch_serving, llmperf_itl_s
+from planner.physics.neuron_serving import RequestShapes, compiled_batch_serving, llmperf_itl_s
 from planner.physics.performance import decode_step, prefill_s, serving_estimate
 from planner.workload.presets import presets
 
@@ -20,6 +20,10 @@ from planner.workload.presets import presets
 def _note_figure(row: dict, label: str) -> float:
     """A CSV figure the row's note quotes after `label` ("Requests per Second 0.2005...")."""
     return float(re.search(re.escape(label) + r" ([0-9]+\.[0-9]+)", row["note"]).group(1))
+
+
+# a 1,500-token prompt encoded in a 2,048-token graph, each step over the live mean context (1,500 + 245 / 2)
+SHAPES = RequestShapes(2048, 0, 0.0, 1500 + 245 / 2)
 
 
 def _core(catalog, name="inf2.48xlarge"):
@@ -32,8 +36,8 @@ def test_a_wave_of_prompts_is_encoded_one_after_another_before_any_first_token(c
     assert 6631.5 / 846.6 == pytest.approx(7.83, abs=0.01)
     itype, core = _core(catalog, "trn1.32xlarge")
     arch = presets()["llama-3-70b"]
-    one = compiled_batch_serving(arch, core, "bf16", "bf16", 32, 8, 1, 1500, 245, itype)
-    eight = compiled_batch_serving(arch, core, "bf16", "bf16", 32, 8, 8, 1500, 245, itype)
+    one = compiled_batch_serving(arch, core, "bf16", "bf16", 32, 8, 1, 1500, 245, SHAPES, itype)
+    eight = compiled_batch_serving(arch, core, "bf16", "bf16", 32, 8, 8, 1500, 245, SHAPES, itype)
     prefill = prefill_s(arch, core, "bf16", 32, 1, 2048, itype)  # 1,500 tokens run in the 2,048 bucket
     assert one.time_to_first_token_s == pytest.approx(efficiency.request_overhead_s(core) + prefill)
     assert eight.time_to_first_token_s == pytest.approx(efficiency.request_overhead_s(core) + 8 * prefill)
@@ -46,8 +50,8 @@ def test_concurrency_past_the_compiled_batch_queues_in_waves(catalog):
     """bs8 at c = 64 runs 8 waves: the mean request waits 3.5 waves before its own wave's encodings."""
     itype, core = _core(catalog, "trn1.32xlarge")
     arch = presets()["llama-3-70b"]
-    wave = compiled_batch_serving(arch, core, "bf16", "bf16", 32, 8, 8, 1500, 245, itype)
-    many = compiled_batch_serving(arch, core, "bf16", "bf16", 32, 8, 64, 1500, 245, itype)
+    wave = compiled_batch_serving(arch, core, "bf16", "bf16", 32, 8, 8, 1500, 245, SHAPES, itype)
+    many = compiled_batch_serving(arch, core, "bf16", "bf16", 32, 8, 64, 1500, 245, SHAPES, itype)
     wave_s = wave.time_to_first_token_s + 244 * wave.inter_token_latency_s
     assert many.waves == 8
     assert many.time_to_first_token_s == pytest.approx(3.5 * wave_s + wave.time_to_first_token_s)

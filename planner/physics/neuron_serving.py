@@ -13,9 +13,9 @@ and leave together, so the server runs them in waves of k = min(remaining, B): k
 to back (k × P, every first token of the wave waits for all of them), then output − 1 steps of
 the B-shaped graph. That is `kv_capacity.static_batch` with first_token_s(k) = overhead + k·P and
 step_s(k) = step(B): published trn1 bs8 TTFTs grow 1 : 2 : 3.9 : 7.8 at 1, 2, 4, 8 clients
-(optimum-neuron llama3-70b-trn1.32xlarge CSVs). P and the step run the shapes the model was compiled for:
-NxD Inference's buckets (bucketed_shapes), or the whole compiled sequence where optimum-neuron 0.0.20-0.0.26
-exported TGI's model for continuous batching (tgi_transformers_neuronx_shapes).
+(optimum-neuron llama3-70b-trn1.32xlarge CSVs). P and the step run the shapes the model was compiled for: the
+whole compiled sequence where optimum-neuron 0.0.20-0.0.26 exported TGI's model for continuous batching
+(tgi_transformers_neuronx_shapes), the only engine published runs show batching so.
 """
 
 from __future__ import annotations
@@ -89,13 +89,6 @@ class RequestShapes:
     decode_context_tokens: float
 
 
-def bucketed_shapes(prompt_tokens: int, output_tokens: int, max_context_tokens: int | None) -> RequestShapes:
-    """NxD Inference's buckets and transformers-neuronx's with explicit buckets: the prompt at its context bucket
-    (context_bucket_tokens), each decode step at its token-generation bucket (decode_context_tokens)."""
-    return RequestShapes(max(prompt_tokens, context_bucket_tokens(prompt_tokens, max_context_tokens)), 0, 0.0,
-                          decode_context_tokens(prompt_tokens, output_tokens, max_context_tokens))
-
-
 def tgi_transformers_neuronx_shapes(compiled_batch: int, prompt_tokens: int, output_tokens: int,
                                     sequence_tokens: int) -> RequestShapes:
     """The shapes optimum-neuron 0.0.20-0.0.26 compiles for TGI (MAX_BATCH_SIZE = `compiled_batch`, MAX_TOTAL_TOKENS =
@@ -120,12 +113,10 @@ def tgi_transformers_neuronx_shapes(compiled_batch: int, prompt_tokens: int, out
 
 def compiled_batch_serving(arch: Architecture, core: Accelerator, precision: str, kv_precision: str, tp: int,
                            compiled_batch: int, concurrency: int, prompt_tokens: int, output_tokens: int,
-                           itype: InstanceType | None = None, shapes: RequestShapes | None = None) -> StaticBatch:
+                           shapes: RequestShapes, itype: InstanceType | None = None) -> StaticBatch:
     """`concurrency` identical requests on one replica compiled for `compiled_batch` sequences: waves
-    of at most compiled_batch, each prompt encoded alone at its compiled shapes (bucketed_shapes unless given;
-    the batch stalls meanwhile), then decoded at the compiled batch (ITL: the mean gap between tokens after the
-    first)."""
-    shapes = shapes or bucketed_shapes(prompt_tokens, output_tokens, None)
+    of at most compiled_batch, each prompt encoded alone at its compiled `shapes` (the batch stalls meanwhile), then
+    decoded at the compiled batch (ITL: the mean gap between tokens after the first)."""
     encode_one_s = prefill_s(arch, core, precision, tp, 1, shapes.context_tokens, itype, prompts=1)
     if shapes.token_steps:
         encode_one_s += shapes.token_steps * decode_step(arch, core, precision, kv_precision, tp, 1, 1,
