@@ -145,15 +145,17 @@ def _neuron_training_rows(catalog: Catalog) -> list[Row]:
 
 
 def all_rows(catalog: Catalog, platform: str | None = None, cap: int | None = None, kind: str | None = None,
-             skip_sources: tuple[str, ...] = ()) -> list[Row]:
+             skip_sources: tuple[str, ...] = (), skip_accelerators: tuple[str, ...] = ()) -> list[Row]:
     """Every compared figure; `cap` keeps at most that many rows per new-format source (the fit's
     weighting, bench/calibrate.py), None keeps all (what accuracy reports). `kind` ("serving" or "training")
     and `skip_sources` leave the other rows out, the sourced ones unpredicted (the fit's objective: the same rows,
-    faster)."""
+    faster); `skip_accelerators` leaves out the rows of parts no fit reads before a source's rows are strided, so a
+    row added on such a part never changes which of its source's other rows the fit sees."""
     serving, training = kind in (None, "serving"), kind in (None, "training")
-    sourced = reference_serving.serving_rows(catalog, Row, cap, platform, skip_sources) if serving else []
+    sourced = (reference_serving.serving_rows(catalog, Row, cap, platform, skip_sources, skip_accelerators)
+               if serving else [])
     if training and platform != "neuron":
-        sourced = reference_sources.training_rows(catalog, Row, cap, skip_sources) + sourced
+        sourced = reference_sources.training_rows(catalog, Row, cap, skip_sources, skip_accelerators) + sourced
     gpu, neuron = [], []
     if platform != "neuron":
         gpu = ((_decode_rows(catalog) + _serving_rows(catalog) if serving else [])
@@ -161,4 +163,5 @@ def all_rows(catalog: Catalog, platform: str | None = None, cap: int | None = No
     if platform != "gpu":
         neuron = ((_neuron_serving_rows(catalog) if serving else [])
                   + (_neuron_training_rows(catalog) if training else []) + [r for r in sourced if r.platform == "neuron"])
-    return [r for r in gpu + neuron if r.source not in skip_sources]  # reference.yaml's sources too
+    return [r for r in gpu + neuron  # reference.yaml's sources too
+            if r.source not in skip_sources and r.accelerator not in skip_accelerators]

@@ -384,13 +384,16 @@ def strided(rows: Sequence[dict], cap: int | None) -> Sequence[dict]:
     return [rows[int(i * step)] for i in range(cap)]
 
 
-def training_rows(catalog: Catalog, row_type, cap: int | None = None, skip_sources: tuple[str, ...] = ()):
-    """The sources' GPU training rows (TFLOP/s per device); `skip_sources` are left out unpredicted."""
+def training_rows(catalog: Catalog, row_type, cap: int | None = None, skip_sources: tuple[str, ...] = (),
+                  skip_accelerators: tuple[str, ...] = ()):
+    """The sources' GPU training rows (TFLOP/s per device); `skip_sources` and the rows on `skip_accelerators` are
+    left out unpredicted, before a source's rows are strided."""
     rows = []
     for source_id, data in sources().items():
         if source_id in skip_sources:
             continue
-        for r in strided([resolved(r) for r in data["rows"] if "seq" in r and why_not(r, catalog) is None], cap):
+        for r in strided([resolved(r) for r in data["rows"] if "seq" in r and why_not(r, catalog) is None
+                          and r.get("accelerator") not in skip_accelerators], cap):
             arch, accel, est = predict(catalog, r)
             measured = measured_tflops(r, arch, accel)
             if measured > accel.peak_flops(r["precision"] if r["precision"] in ("bf16", "fp8") else "bf16") / 1e12:

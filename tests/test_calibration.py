@@ -35,7 +35,9 @@ def test_rows_the_planner_cannot_reproduce_are_counted_not_hidden(catalog):
                                      "pipeline run without its global batch", "no fixed concurrency (offline or open-loop load)",
                                      "pipeline or expert parallel serving, or TP not stated",
                                      "prompt or output length not stated", "architecture incomplete in the source",
-                                     "throughput averaged over a short run with its warm-up, not steady state"} \
+                                     "throughput averaged over a short run with its warm-up, not steady state",
+                                     "mixture-of-experts serving on Neuron (NeuronX Distributed's expert kernels) is "
+                                     "not modelled"} \
         | {reason for reason in skipped(catalog) if reason.startswith(("accelerator ", "precision ", "model "))}
 
 
@@ -65,9 +67,9 @@ def test_the_fit_predicts_only_its_group_and_gets_the_rows_a_full_call_keeps(cat
     """The objective asks for one platform's group and leaves the evaluated-only and held-out sources
     unpredicted: exactly the rows (and figures) the full call keeps after filtering, or the fit moves."""
     skip = calibrate.EVALUATED_ONLY_SOURCES + ("philschmid-llmperf-a10g-inf2", "neuron-inference", "korthikanti")
-    full = [r for r in all_rows(catalog, platform, calibrate.FIT_ROWS_PER_SOURCE)
+    full = [r for r in all_rows(catalog, platform, calibrate.fit_rows_per_source(platform))
             if r.source not in skip and (r.metric in calibrate.SERVING_METRICS) == (kind == "serving")]
-    narrowed = all_rows(catalog, platform, calibrate.FIT_ROWS_PER_SOURCE, kind, skip)
+    narrowed = all_rows(catalog, platform, calibrate.fit_rows_per_source(platform), kind, skip)
     assert narrowed == full and len(full) > (0 if platform == "neuron" and kind == "training" else 20)
     assert {r.platform for r in narrowed} == {platform}
 
@@ -163,7 +165,8 @@ def test_a_held_out_neuron_fit_is_a_fixed_point_of_its_groups():
     since the training pair is searched on its joint grid (test_a_two_constant_group_is_searched_on_its_joint_grid);
     HBM share 0.81 since optimum-neuron's 2024 TGI rows are read at their compiled shapes and in Llama 3's tokens, 0.66
     since every Neuron serving source weighs the same and the PyTorch blog's one-chip runs are fitted (the full fit's
-    0.67: the fold stays in its basin)."""
+    0.67: the fold stays in its basin), 0.70 since a Neuron fit reads every row of its sources, not every other of
+    optimum-neuron's (bench/calibrate.py FIT_ROWS_PER_SOURCE)."""
     with calibrate.restored():
         fitted = calibrate.fit(without="neuron-inference", platforms=("neuron",))
         for group, names in calibrate.NEURON_GROUPS.items():
@@ -172,7 +175,7 @@ def test_a_held_out_neuron_fit_is_a_fixed_point_of_its_groups():
         again = {name: get() for name, (get, *_) in calibrate.NEURON_PARAMETERS.items()}
     assert again == {name: fitted[name] for name in again}
     assert (fitted["NEURON_MEMORY_BANDWIDTH_EFFICIENCY"], fitted["NEURON_LINK_EFFICIENCY"],
-            fitted["NEURON_GEMM_EFFICIENCY"]) == (0.66, 0.65, 0.4)
+            fitted["NEURON_GEMM_EFFICIENCY"]) == (0.7, 0.65, 0.4)
 
 
 def test_a_two_constant_group_is_searched_on_its_joint_grid(catalog):
@@ -218,10 +221,11 @@ def test_every_fit_weighs_every_source_the_same(catalog):
     """With the median over rows AWS's 70-row table decided the Neuron serving constants, and the fit had two basins
     (HBM share 0.76 with 80 us a collective, 0.41 with none) between which a held-out source tipped: philschmid's
     fold landed in the second. Weighed by source, with the PyTorch blog's one-chip runs fitted, it lands beside the
-    full fit (docs/calibration-log.md, sixth session)."""
+    full fit (docs/calibration-log.md, sixth session): at its 0.67 and 85 us while the fit read every other of
+    optimum-neuron's rows, at 0.72 and 90 us since it reads all of them (the full fit stays at 0.67 and 85 us)."""
     for platform, group in (("neuron", "serving"), ("gpu", "serving"), ("neuron", "training")):
-        rows = [r for r in all_rows(catalog, platform, calibrate.FIT_ROWS_PER_SOURCE, group,
-                                    calibrate.EVALUATED_ONLY_SOURCES) if r.accelerator not in calibrate.EVALUATED_ONLY]
+        rows = all_rows(catalog, platform, calibrate.fit_rows_per_source(platform), group, calibrate.EVALUATED_ONLY_SOURCES,
+                        calibrate.EVALUATED_ONLY)
         assert calibrate.objective(catalog, platform, None, group) == pytest.approx(
             sum(calibrate.source_balanced_errors(rows).values()))
         assert calibrate.objective(catalog, platform, None, group) != pytest.approx(
@@ -229,4 +233,4 @@ def test_every_fit_weighs_every_source_the_same(catalog):
     with calibrate.restored():
         fold = calibrate.fit(without="philschmid-llmperf-a10g-inf2", platforms=("neuron",))
     assert (fold["NEURON_MEMORY_BANDWIDTH_EFFICIENCY"], fold["NEURON_COLLECTIVE_LATENCY_S"]) == pytest.approx(
-        (0.67, 85e-6))
+        (0.72, 90e-6))

@@ -12,9 +12,24 @@ from bench.reference_serving import skipped
 
 def test_trainium2_serving_rows_are_compared_on_the_neuron_constants(catalog):
     rows = [r for r in all_rows(catalog) if r.accelerator == "Trainium2"]
-    assert {r.source for r in rows} == {"nxdi-trn2-tutorials", "optimum-neuron-benchmarks"}
+    assert {r.source for r in rows} == {"nxdi-trn2-tutorials", "optimum-neuron-benchmarks", "vllm-neuron-trn2-tutorials"}
     assert {r.platform for r in rows} == {"neuron"} and {r.metric for r in rows} == {"serving tokens/s", "TTFT", "ITL"}
     assert not any("Trainium2" in reason for reason in skipped(catalog))
+    assert not any(r.moe for r in rows)
+
+
+def test_neuron_moe_runs_are_recorded_not_compared(catalog):
+    """optimum-neuron's Trainium2 runs of four MoE models (Qwen3 30B-A3B and 235B-A22B, Llama 4 Scout and Maverick; one
+    client and the saturated run each) are kept with their source, and left out of the comparison with the reason:
+    NeuronX Distributed's expert kernels are not modelled (README Known limits), so the search plans MoE on Neuron only
+    where the constraints name the type (tests/test_neuron.py)."""
+    reason = "mixture-of-experts serving on Neuron (NeuronX Distributed's expert kernels) is not modelled"
+    assert skipped(catalog)[reason] == 8
+    from bench.reference_sources import sources
+
+    recorded = [r for r in sources()["optimum-neuron-benchmarks"]["rows"] if r["accelerator"] == "Trainium2"]
+    assert {r["model"] for r in recorded} == {"llama-3.1-8b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b",
+                                              "llama-4-scout", "llama-4-maverick"}
 
 
 def test_b200_and_trainium2_are_reported_as_their_own_rows():
@@ -47,3 +62,19 @@ def test_reference_rows_of_moe_models_carry_the_moe_flag(catalog):
     assert moe and all(name.startswith(("mixtral", "deepseek", "qwen3-30b", "qwen3-235b", "gpt-oss", "llama-4"))
                        for name in moe)
     assert not any(r.moe for r in rows if r.setup.startswith("llama-3.1-70b"))
+
+
+def test_the_2025_26_trainium2_runs_as_far_as_they_are_off(catalog):
+    """Two more Trainium2 runs, compared and never fitted. optimum-neuron's Qwen3 32B on one chip (trn2.3xlarge, TP 4
+    logical cores, BATCH_SIZE 2, SEQUENCE_LENGTH 4,096, one client; 1,500 tokens in, 251 generated) is read at its one
+    compiled shape like the 8B beside it, and is off the same way: first token and step both ~1.5x faster than the
+    shares fitted on Inferentia2 and Trainium say (TTFT 770.9 ms published, 1,155 predicted; ITL 32.1 ms, 49.0). vLLM's
+    Neuron plugin (SDK 2.32) decodes Llama 3.1 8B at TP 8 for two clients within 8% on the same shares. One set of
+    Trainium2 constants fitted on these six dense runs still leaves 15% between sources (docs/calibration-log.md)."""
+    rows = {(r.id, r.metric): r.error for r in all_rows(catalog) if r.accelerator == "Trainium2"}
+    qwen, plugin = "optneuron-vllm-trainium2-qwen3-32b-sync", "vllm-neuron-trn2-llama31-8b-tp8-c2-512-128"
+    assert rows[(qwen, "TTFT")] == pytest.approx(0.499, abs=0.01)
+    assert rows[(qwen, "ITL")] == pytest.approx(0.526, abs=0.01)
+    assert rows[(plugin, "serving tokens/s")] == pytest.approx(0.083, abs=0.01)
+    assert rows[(plugin, "TTFT")] == pytest.approx(-0.040, abs=0.01)
+    assert rows[(plugin, "ITL")] == pytest.approx(-0.077, abs=0.01)

@@ -11,8 +11,8 @@ from planner.workload.spec import parse_workloads
 
 
 def _serve(instance_types, preset="llama-3.1-8b", precision="bf16"):
-    # judged at the estimate: at the `likely` edge (0.34-5.04 of a Neuron first token) a 4,096-position encoding
-    # misses the default 2 s target, and these tests are about host memory, not the accuracy band
+    # judged at the estimate: at the `likely` edge (0.29-5.50 of a Neuron first token + 5 ms) a 4,096-position
+    # encoding misses the default 2 s target, and these tests are about host memory, not the accuracy band
     spec = parse_workloads({"workloads": [{"name": "w", "kind": "inference", "model": {"preset": preset},
                                            "precision": precision, "serving": {"max_context_tokens": 4096},
                                            "constraints": {"instance_types": instance_types,

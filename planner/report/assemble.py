@@ -171,9 +171,9 @@ def _serving_figures(w: Workload, cand: Candidate, platform: str, hours: float,
                         "at endpoint start can outlast the health check: deploy pre-compiled artifacts "
                         "(deployment key compiledModelUrl)")
         if w.architecture.is_moe:  # README Known limits: NxD's expert paths are not modelled yet
-            warnings.append("MoE on Neuron is unvalidated: no published Neuron MoE run is compared, and optimum-neuron's "
-                            "Trainium2 runs of Llama 4 and Qwen3 MoE models were 2-6× below such estimates in tokens/s "
-                            "and their first tokens 10-50× later")
+            warnings.append("MoE on Neuron is not estimated (planned only because constraints name the type): "
+                            "optimum-neuron's published Trainium2 runs of Llama 4 and Qwen3 MoE models sit 1.4-5× below "
+                            "such estimates in tokens/s and their first tokens 6-39× later")
         # optimum-neuron 0.4.5 (components/data/images.yaml) has no buckets (planner/physics/replica_serving.py): every
         # prompt is encoded at all the positions, and the estimate counts it so; say what a lower maximum would save
         bucket = context_bucket_tokens(s.prompt_tokens, s.max_context_tokens)
