@@ -144,18 +144,15 @@ def _neuron_training_rows(catalog: Catalog) -> list[Row]:
     return rows
 
 
-def all_rows(catalog: Catalog, platform: str | None = None, cap: int | None = None, kind: str | None = None,
+def all_rows(catalog: Catalog, platform: str | None = None, kind: str | None = None,
              skip_sources: tuple[str, ...] = (), skip_accelerators: tuple[str, ...] = ()) -> list[Row]:
-    """Every compared figure; `cap` keeps at most that many rows per new-format source (the fit's
-    weighting, bench/calibrate.py), None keeps all (what accuracy reports). `kind` ("serving" or "training")
-    and `skip_sources` leave the other rows out, the sourced ones unpredicted (the fit's objective: the same rows,
-    faster); `skip_accelerators` leaves out the rows of parts no fit reads before a source's rows are strided, so a
-    row added on such a part never changes which of its source's other rows the fit sees."""
+    """Every compared figure. `kind` ("serving" or "training"), `skip_sources` and `skip_accelerators` (parts no fit
+    reads) leave the other rows out, the sourced ones unpredicted (the fit's objective: the same rows, faster)."""
     serving, training = kind in (None, "serving"), kind in (None, "training")
-    sourced = (reference_serving.serving_rows(catalog, Row, cap, platform, skip_sources, skip_accelerators)
+    sourced = (reference_serving.serving_rows(catalog, Row, platform, skip_sources, skip_accelerators)
                if serving else [])
     if training and platform != "neuron":
-        sourced = reference_sources.training_rows(catalog, Row, cap, skip_sources, skip_accelerators) + sourced
+        sourced = reference_sources.training_rows(catalog, Row, skip_sources, skip_accelerators) + sourced
     gpu, neuron = [], []
     if platform != "neuron":
         gpu = ((_decode_rows(catalog) + _serving_rows(catalog) if serving else [])

@@ -12,7 +12,7 @@ from functools import cache, partial
 from bench.engine_loop import eager_prefill_floor_s, host_step_s
 from bench.offline_rows import PRECISIONS, is_trtllm_bench, predict_offline
 from bench.reference_sources import (INSTANCE_FOR, NEURON_INSTANCE_FOR, model_why_not, row_accelerator,
-                                     row_architecture, sources, strided, why_not)
+                                     row_architecture, sources, why_not)
 from planner.hardware.catalog import Catalog
 
 
@@ -110,7 +110,7 @@ def in_model_tokens(row: dict) -> dict:
     return {**row, **converted}
 
 
-def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: str | None = None,
+def serving_rows(catalog: Catalog, row_type, platform: str | None = None,
                  skip_sources: tuple[str, ...] = (), skip_accelerators: tuple[str, ...] = ()):
     """Closed-loop rows: the planner's continuous-batching estimate; on a GPU engine, clients beyond
     the KV slots held at the mean context wait for a slot (closed_loop.slot_wait_s). Static batches: as
@@ -126,9 +126,8 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
     that convoy (closed_loop.convoy), `prefill_token_budget` tokens of prompts prefilled at a time, unless the
     clients outgrow the KV slots (then as above). trtllm-bench rows
     (every request queued at once): bench/offline_rows.py, output tokens/s only. `platform` ("gpu" or "neuron")
-    and `skip_sources` leave rows out before they are predicted (the fit's objective: the same rows, faster); a
-    source's rows are strided first, so the rows kept are the ones a full call keeps; the rows on
-    `skip_accelerators` (parts no fit reads) are left out before the stride."""
+    `skip_sources` and `skip_accelerators` (parts no fit reads) leave rows out before they are predicted (the fit's
+    objective: the same rows, faster)."""
     from planner.physics import efficiency
     from planner.physics.closed_loop import convoy, slot_wait_s
     from planner.physics.kv_capacity import resident_sequences, static_batch
@@ -140,7 +139,7 @@ def serving_rows(catalog: Catalog, row_type, cap: int | None = None, platform: s
     for source_id in sources():
         if source_id in skip_sources:
             continue
-        for r in strided([r for r in _usable(source_id) if r["accelerator"] not in skip_accelerators], cap):
+        for r in (r for r in _usable(source_id) if r["accelerator"] not in skip_accelerators):
             neuron = r["accelerator"] in NEURON_INSTANCE_FOR
             if platform is not None and platform != ("neuron" if neuron else "gpu"):
                 continue

@@ -14,7 +14,6 @@ source's MFU times the catalog's dense BF16 peak (the sources state MFU against 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -376,24 +375,16 @@ def implausible(catalog: Catalog) -> list[str]:
     return out
 
 
-def strided(rows: Sequence[dict], cap: int | None) -> Sequence[dict]:
-    """Every k-th row so at most `cap` remain (deterministic): one big table weighs no more than cap rows."""
-    if cap is None or len(rows) <= cap:
-        return rows
-    step = len(rows) / cap
-    return [rows[int(i * step)] for i in range(cap)]
-
-
-def training_rows(catalog: Catalog, row_type, cap: int | None = None, skip_sources: tuple[str, ...] = (),
+def training_rows(catalog: Catalog, row_type, skip_sources: tuple[str, ...] = (),
                   skip_accelerators: tuple[str, ...] = ()):
     """The sources' GPU training rows (TFLOP/s per device); `skip_sources` and the rows on `skip_accelerators` are
-    left out unpredicted, before a source's rows are strided."""
+    left out unpredicted."""
     rows = []
     for source_id, data in sources().items():
         if source_id in skip_sources:
             continue
-        for r in strided([resolved(r) for r in data["rows"] if "seq" in r and why_not(r, catalog) is None
-                          and r.get("accelerator") not in skip_accelerators], cap):
+        for r in [resolved(r) for r in data["rows"] if "seq" in r and why_not(r, catalog) is None
+                  and r.get("accelerator") not in skip_accelerators]:
             arch, accel, est = predict(catalog, r)
             measured = measured_tflops(r, arch, accel)
             if measured > accel.peak_flops(r["precision"] if r["precision"] in ("bf16", "fp8") else "bf16") / 1e12:

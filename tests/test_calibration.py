@@ -67,9 +67,9 @@ def test_the_fit_predicts_only_its_group_and_gets_the_rows_a_full_call_keeps(cat
     """The objective asks for one platform's group and leaves the evaluated-only and held-out sources
     unpredicted: exactly the rows (and figures) the full call keeps after filtering, or the fit moves."""
     skip = calibrate.EVALUATED_ONLY_SOURCES + ("philschmid-llmperf-a10g-inf2", "neuron-inference", "korthikanti")
-    full = [r for r in all_rows(catalog, platform, calibrate.fit_rows_per_source(platform))
+    full = [r for r in all_rows(catalog, platform)
             if r.source not in skip and (r.metric in calibrate.SERVING_METRICS) == (kind == "serving")]
-    narrowed = all_rows(catalog, platform, calibrate.fit_rows_per_source(platform), kind, skip)
+    narrowed = all_rows(catalog, platform, kind, skip)
     assert narrowed == full and len(full) > (0 if platform == "neuron" and kind == "training" else 20)
     assert {r.platform for r in narrowed} == {platform}
 
@@ -166,7 +166,7 @@ def test_a_held_out_neuron_fit_is_a_fixed_point_of_its_groups():
     HBM share 0.81 since optimum-neuron's 2024 TGI rows are read at their compiled shapes and in Llama 3's tokens, 0.66
     since every Neuron serving source weighs the same and the PyTorch blog's one-chip runs are fitted (the full fit's
     0.67: the fold stays in its basin), 0.70 since a Neuron fit reads every row of its sources, not every other of
-    optimum-neuron's (bench/calibrate.py FIT_ROWS_PER_SOURCE)."""
+    optimum-neuron's (bench/calibrate.py: a fit reads every row)."""
     with calibrate.restored():
         fitted = calibrate.fit(without="neuron-inference", platforms=("neuron",))
         for group, names in calibrate.NEURON_GROUPS.items():
@@ -224,7 +224,7 @@ def test_every_fit_weighs_every_source_the_same(catalog):
     full fit (docs/calibration-log.md, sixth session): at its 0.67 and 85 us while the fit read every other of
     optimum-neuron's rows, at 0.72 and 90 us since it reads all of them (the full fit stays at 0.67 and 85 us)."""
     for platform, group in (("neuron", "serving"), ("gpu", "serving"), ("neuron", "training")):
-        rows = all_rows(catalog, platform, calibrate.fit_rows_per_source(platform), group, calibrate.EVALUATED_ONLY_SOURCES,
+        rows = all_rows(catalog, platform, group, calibrate.EVALUATED_ONLY_SOURCES,
                         calibrate.EVALUATED_ONLY)
         assert calibrate.objective(catalog, platform, None, group) == pytest.approx(
             sum(calibrate.source_balanced_errors(rows).values()))

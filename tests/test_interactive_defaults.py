@@ -42,10 +42,11 @@ def test_batch_mode_opts_out():
     # share): 313.5 ms before it; 344.9 ms since the rounded roofline, 347.0 ms since the measured all-reduce curves,
     # 344.8 ms since the HBM weight stream is measured and the refit took the GDDR share 0.74 -> 0.75, 344.3 ms since
     # the TP barrier skew is not modelled, 340.0 ms since vLLM V0's host loop is read on its own rows (bench/engine_loop.py)
-    # and the serving refit took the GDDR share 0.75 -> 0.77, 339.1 ms since every serving source weighs the same.
+    # and the serving refit took the GDDR share 0.75 -> 0.77, 339.1 ms since every serving source weighs the same, 339.0
+    # ms since a fit reads every row of a source.
     assert (plan.choice.instance_type, plan.choice.nodes) == ("g7e.12xlarge", 3)
     assert (plan.layout.tensor_parallel, plan.layout.pipeline_parallel) == (2, 3)
-    assert round(plan.performance.inter_token_latency_s * 1e3, 1) == 339.1
+    assert round(plan.performance.inter_token_latency_s * 1e3, 1) == 339.0
     assert not any(w.startswith("no latency target") for w in plan.warnings)
 
 

@@ -40,7 +40,7 @@ def test_the_rows_are_compared_on_tokens_per_s_alone_and_fitted(catalog):
     assert SOURCE not in calibrate.EVALUATED_ONLY_SOURCES
     compared = {(r.id, r.metric) for r in all_rows(catalog) if r.source == SOURCE}
     assert compared == {(c["id"], "serving tokens/s") for c in _rows()}
-    fitted = {r.source for r in all_rows(catalog, "neuron", calibrate.fit_rows_per_source("neuron"), "serving",
+    fitted = {r.source for r in all_rows(catalog, "neuron", "serving",
                                          calibrate.EVALUATED_ONLY_SOURCES)}
     assert SOURCE in fitted
 

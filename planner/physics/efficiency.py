@@ -36,14 +36,14 @@ GDDR_BANDWIDTH_EFFICIENCY = 0.77
 # Achieved share of peak HBM bandwidth when decode attention reads the KV cache. Paged-attention kernels gather
 # scattered blocks with one thread block per (sequence, head) and reach a lower share than weight GEMV streams: vLLM's
 # PagedAttention V1/V2 decode kernels sit well below the roof at long contexts, FlashInfer's reach 70-90% only with
-# split-KV (Ye et al., FlashInfer, arXiv 2501.01005, Fig. 7). Prior: the weight-stream share; 0.71 before every serving
-# source weighed the same, 0.77 before V0's host loop.
-KV_BANDWIDTH_EFFICIENCY = 0.77
+# split-KV (Ye et al., FlashInfer, arXiv 2501.01005, Fig. 7). Prior: the weight-stream share; 0.77 while a fit read 20
+# rows a source (seventh session), 0.71 before every serving source weighed the same, 0.77 before V0's host loop.
+KV_BANDWIDTH_EFFICIENCY = 0.84
 # Fixed cost of one decode step on a GPU that no roof covers: the engine's scheduler and input
 # preparation on the CPU, kernel launches the CUDA graph does not hide, sampling and detokenisation. vLLM's v0.6
 # profiling found the GPU idle for much of each step at small batch from this CPU work (vLLM blog 2024-09-05, "vLLM
-# v0.6.0"). V0's host loop: bench/engine_loop.py, its rows only. 1.7 ms before every serving source weighed the same.
-DECODE_STEP_OVERHEAD_S = 0.0015
+# v0.6.0"). V0's host loop: bench/engine_loop.py, its rows only. 1.5 ms while a fit read 20 rows a source, 1.7 ms before.
+DECODE_STEP_OVERHEAD_S = 0.0016
 # Weight-only quantised kernels dequantise on the fly and reach less of the roof (gpt-fast int8 and
 # int4-g32 rows, reference P-35..P-41). Since the embedding lookup (the 16-bit table no longer counted in the
 # stream) the fit finds int8 kernels at 0.83-1.0 of 16-bit ones (1.0 at the refit with the all-reduce curves and the
@@ -51,8 +51,8 @@ DECODE_STEP_OVERHEAD_S = 0.0015
 # pair, as AccelMark's held-out w8a16/w4a16 rows are its only check (fitted in, they pull it back to 0.83/0.74:
 # bench/calibrate.py, EVALUATED_ONLY_SOURCES); 0.93/0.75 when LMDeploy's first tokens were read as TurboMind emits
 # them, 1.0/0.89 since the weight stream's share and per-kernel cost are measured (int4 0.88 since V0's host loop;
-# 0.97/0.82 since every serving source weighs the same).
-QUANTISED_BANDWIDTH_FACTOR = {"int8": 0.97, "int4": 0.82}
+# 0.97/0.82 since every serving source weighs the same; 1.0/0.86 since a fit reads every row of a source).
+QUANTISED_BANDWIDTH_FACTOR = {"int8": 1.0, "int4": 0.86}
 # MXFP4/NVFP4 weight kernels dequantise 4-bit blocks the same way; no decode row isolates them: int4's stands in.
 FOUR_BIT_FORMATS = {"mxfp4": "int4", "nvfp4": "int4"}
 # Share of dense peak tensor FLOP/s that a transformer's GEMMs sustain end to end (clocks under load,
@@ -164,10 +164,10 @@ PREFILL_FP8_GEMM_EFFICIENCY_FACTOR = 1.14
 # 15.1% (bench/calibrate.py).
 PREFILL_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.47}
 # Fixed cost of a request before its prefill starts: HTTP, tokenisation, scheduling. Fitted on LMDeploy's, NIM's and
-# LLMPerf's TTFT rows: 1 ms since every serving source weighs the same, 0 ms since the rounded roofline (roofline_s)
-# slowed their short prompts' prefills, 2 ms at the GDDR refit, 13 ms before it. AccelMark's vLLM 0.7.3 and GPUStack's held-out first tokens come 15-50 ms later,
-# which no shared constant covers (AccelMark's vLLM 0.20.1 ones do not: README, accuracy).
-REQUEST_OVERHEAD_S = 0.001
+# LLMPerf's TTFT rows: 0 ms since a fit reads every row (1 ms while it read 20 a source and every source weighed the
+# same; 0 ms since the rounded roofline, 2 ms at the GDDR refit, 13 ms before it). AccelMark's vLLM 0.7.3 and GPUStack's
+# held-out first tokens come 15-50 ms later, which no shared constant covers (AccelMark's vLLM 0.20.1 ones do not).
+REQUEST_OVERHEAD_S = 0.0
 # Non-matmul traffic per layer in training, bytes per token per hidden unit: Korthikanti's 34 B of
 # stored activations (reference B2) written in the forward, read in the backward, and re-read and
 # re-written by norms, residual adds, activation functions and dropout. Measured, not fitted: what torch.compile saved
