@@ -4,13 +4,13 @@
     python bench/calibrate.py --write    # ... and write them into planner/physics/efficiency.py
 
 Coordinate descent over a grid per constant, minimising the sum over (platform, metric) classes of
-the mean over sources of each source's median absolute error (source_balanced_errors). Every fit starts
-from the same stated PRIOR (a value from the physics or the literature, not from the data), so a fit
-that leaves a source out never sees it: a constant that only the held-out source informs stays at its prior. The committed constants are the fit on
-all sources (tests/test_calibration.py checks it); bench/accuracy.py refits once per held-out source
-(leave-one-source-out, LOSO) and bench/bands.py turns the LOSO residuals into the plan's bands.
-Each coordinate is searched coarse-to-fine (every COARSE-th grid point, then the neighbours of the
-best), which keeps one fit to a few seconds.
+the mean over sources of each source's median absolute error (source_balanced_errors), on every row of every
+source. Every fit starts from the same stated PRIOR (a value from the physics or the literature, not from the
+data), so a fit that leaves a source out never sees it: a constant that only the held-out source informs stays
+at its prior. The committed constants are the fit on all sources (tests/test_calibration.py checks it);
+bench/accuracy.py refits once per held-out source (leave-one-source-out, LOSO) and, with --write-bands, turns the
+LOSO residuals into the plan's bands (planner/physics/bands.py). Each coordinate is searched coarse-to-fine (every
+COARSE-th grid point, then the neighbours of the best), which keeps a whole fit near a minute and a half.
 """
 
 from __future__ import annotations

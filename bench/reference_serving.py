@@ -139,9 +139,9 @@ def serving_rows(catalog: Catalog, row_type, platform: str | None = None,
     for source_id in sources():
         if source_id in skip_sources:
             continue
-        for r in (r for r in _usable(source_id) if r["accelerator"] not in skip_accelerators):
+        for r in _usable(source_id):
             neuron = r["accelerator"] in NEURON_INSTANCE_FOR
-            if platform is not None and platform != ("neuron" if neuron else "gpu"):
+            if r["accelerator"] in skip_accelerators or platform not in (None, "neuron" if neuron else "gpu"):
                 continue
             r = in_model_tokens(r)
             arch = row_architecture(r)
