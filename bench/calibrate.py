@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import engine_loop  # noqa: E402
 from bench.reference_cases import Row, all_rows  # noqa: E402
+from bench.reference_sources import INSTANCE_FOR  # noqa: E402
 from planner.physics import efficiency  # noqa: E402
 from planner.hardware.catalog import bundled  # noqa: E402
 
@@ -58,8 +59,8 @@ def _keyed(name: str, key: str, grid: list[float], prior: float):
 
 # Priors: domain.md's measured ranges (HBM 65-85% of peak, GEMMs 50-70% of dense peak), no overhead
 # and no overlap until data says so. The queue before a prefill is the closed loop's mean-value analysis
-# (planner/physics/closed_loop.py), with no constant. Prefill runs at training's GEMM share per generation
-# (efficiency.PREFILL_EFFICIENCY_BY_GENERATION, not fitted on serving rows: see there).
+# (planner/physics/closed_loop.py), with no constant. Ampere's prefill runs at training's GEMM share of b3eef24;
+# Hopper's is fitted on Hopper first tokens alone (group "prefill", objective below).
 PARAMETERS = {
     "GDDR_BANDWIDTH_EFFICIENCY": _scalar("GDDR_BANDWIDTH_EFFICIENCY", _grid(0.50, 0.90, 0.01), 0.75),
     "KV_BANDWIDTH_EFFICIENCY": _scalar("KV_BANDWIDTH_EFFICIENCY", _grid(0.30, 0.90, 0.01), 0.75),
@@ -76,6 +77,9 @@ PARAMETERS = {
     # vLLM V0's host loop, read on the rows that ran it only (bench/engine_loop.py): none until the rows say so
     "SYNCHRONOUS_STEP_HOST_S": _scalar("SYNCHRONOUS_STEP_HOST_S", _grid(0.0, 0.004, 0.0001), 0.0),
     "SYNCHRONOUS_SEQUENCE_HOST_S": _scalar("SYNCHRONOUS_SEQUENCE_HOST_S", _grid(0.0, 0.0002, 0.00001), 0.0),
+    # prefill runs a training forward's GEMMs: prior Hopper's eager training GEMM share (efficiency, ninth generation)
+    "PREFILL_EFFICIENCY_BY_GENERATION[9]": _keyed("PREFILL_EFFICIENCY_BY_GENERATION", "9", _grid(0.30, 0.80, 0.01),
+                                                  0.53),
 }
 # Neuron constants move Neuron rows only and GPU constants GPU rows only (Neuron has its own non-matmul bytes and
 # overlap, NEURON_NONMATMUL_BYTES_PER_TOKEN_HIDDEN and NEURON_COMM_OVERLAP, not fitted), so each platform is fitted on
@@ -101,7 +105,8 @@ ALL_PARAMETERS = {**PARAMETERS, **NEURON_PARAMETERS}
 # moves a serving constant: a joint descent picked one start for both and landed serving in whichever basin
 # training's best start led to.
 SERVING_METRICS = ("serving tokens/s", "TTFT", "ITL")
-GPU_GROUPS = {"serving": ("GDDR_BANDWIDTH_EFFICIENCY", "KV_BANDWIDTH_EFFICIENCY",
+GPU_GROUPS = {"prefill": ("PREFILL_EFFICIENCY_BY_GENERATION[9]",),
+              "serving": ("GDDR_BANDWIDTH_EFFICIENCY", "KV_BANDWIDTH_EFFICIENCY",
                           "DECODE_STEP_OVERHEAD_S", "QUANTISED_BANDWIDTH_FACTOR[int8]",
                           "QUANTISED_BANDWIDTH_FACTOR[int4]", "REQUEST_OVERHEAD_S", "SYNCHRONOUS_STEP_HOST_S",
                           "SYNCHRONOUS_SEQUENCE_HOST_S"),
@@ -199,12 +204,23 @@ EVALUATED_ONLY_SOURCES = ("trtllm-perf-overview-v017", "trtllm-v09-dli-sweep", "
                           "accelmark-verified", "nim-dli-sweep")
 
 
+# Hopper's prefill share (efficiency.PREFILL_EFFICIENCY_BY_GENERATION) is fitted on Hopper first tokens alone, of every
+# source but the one held out: the evaluated-only sources included, since no source in the serving fit but NIM's five
+# 70B runs has one. Each of them is then predicted, in its own fold, by a share the others fitted.
+PREFILL_PARTS = ("H100-SXM-80GB", "H200")
+
+
 def objective(catalog, platform: str | None = None, without: str | tuple[str, ...] | None = None,
               group: str | None = None) -> float:
     """`without`: one source id, or several (every source measuring one kind of kernel, say); `group`: only the
-    metrics that GPU_GROUPS' group moves (serving or training), None for all."""
+    metrics that GPU_GROUPS' group moves (serving or training; prefill: Hopper first tokens), None for all."""
     left_out = (without,) if isinstance(without, str) else tuple(without or ())
-    rows = all_rows(catalog, platform, group, EVALUATED_ONLY_SOURCES + left_out, EVALUATED_ONLY)
+    if group == "prefill":
+        others = tuple(part for part in INSTANCE_FOR if part not in PREFILL_PARTS)
+        rows = [r for r in all_rows(catalog, "gpu", "serving", left_out, others + EVALUATED_ONLY)
+                if r.metric == "TTFT" and r.accelerator in PREFILL_PARTS]
+    else:
+        rows = all_rows(catalog, platform, group, EVALUATED_ONLY_SOURCES + left_out, EVALUATED_ONLY)
     return sum(source_balanced_errors(rows).values())
 
 
@@ -219,6 +235,17 @@ def restored():
             put(saved[name])
 
 
+@contextmanager
+def prefill_held_out(without: str):
+    """The committed constants with Hopper's prefill share refitted without `without`: how a source the serving fit never
+    reads is predicted blind, the prefill group being the one fit that reads it (the full fold refits the serving
+    constants after it too: bench/accuracy.py)."""
+    with restored():
+        names = GPU_GROUPS["prefill"]
+        _fit_group(bundled(), {name: PARAMETERS[name] for name in names}, "gpu", "prefill", 6, without)
+        yield
+
+
 # The Neuron constants fall in two groups the same way, fitted training first: a NeuronCore's GEMM share and the
 # NeuronLink bandwidth share are what NeuronX Distributed's training rows measure (big GEMMs, bandwidth-bound TP and
 # gradient collectives); the rest move serving rows only and are fitted on them with the link fixed. Jointly, the
@@ -231,11 +258,13 @@ def restored():
 # 0.40 and link 0.65 (in-sample 1.5%), and held out each training source is predicted from the other (12.4%, was 30.3%
 # when AWS's table was the only one and its fold fell back to the priors).
 # Passes over a platform's groups: GPU serving rows read no training constant (tests/test_calibration.py,
-# test_each_gpu_group_moves_only_its_own_metrics), so one pass is the fixed point; Neuron's groups read each other's
+# test_each_gpu_group_moves_only_its_own_metrics), but Hopper's prefill share and the serving constants read each
+# other's rows (NIM's 70B first tokens are in both; Hopper first tokens pay the request and V0 host costs), so GPU
+# groups are fitted in turn until a pass moves nothing, as Neuron's: its groups read each other's
 # (serving steps all-reduce at the training group's link share, training's collectives pay the serving group's
 # per-collective latency), so they are fitted in turn until a pass moves nothing. One pass had left a held-out fit
 # wherever its start put it, and a calibrate run from other values needed a second run to reach the committed ones.
-PASSES = {"gpu": 1, "neuron": 4}
+PASSES = {"gpu": 2, "neuron": 4}
 NEURON_GROUPS = {"training": ("NEURON_GEMM_EFFICIENCY", "NEURON_LINK_EFFICIENCY"),
                  "serving": ("NEURON_MEMORY_BANDWIDTH_EFFICIENCY", "NEURON_COLLECTIVE_LATENCY_S",
                              "NEURON_REQUEST_OVERHEAD_S", "NEURON_PREFILL_EFFICIENCY",
@@ -253,10 +282,13 @@ def fit(without: str | tuple[str, ...] | None = None, rounds: int = 6, platforms
         if platform not in platforms:
             continue
         blocks = [({name: table[name] for name in names}, group) for group, names in groups.items()]
+        fitted_beside: dict[str, list[float]] = {}  # each group's view of every constant when it was last fitted
         for _ in range(PASSES[platform]):  # the groups in turn until a pass moves nothing
             before = [get() for get, *_ in table.values()]
             for parameters, group in blocks:
-                _fit_group(catalog, parameters, platform, group, rounds, without)
+                if fitted_beside.get(group) != [get() for get, *_ in table.values()]:  # else nothing it reads moved
+                    _fit_group(catalog, parameters, platform, group, rounds, without)
+                    fitted_beside[group] = [get() for get, *_ in table.values()]
             if [get() for get, *_ in table.values()] == before:
                 break
     return {name: get() for name, (get, _, _, _) in ALL_PARAMETERS.items()}

@@ -41,9 +41,9 @@ both ways.
 
 from __future__ import annotations
 
-# Host seconds of one V0 engine step (schedule, launch, sampled-token sync) whatever its size (fitted: 1 ms while a fit
-# read 20 rows a source).
-SYNCHRONOUS_STEP_HOST_S = 0.0009
+# Host seconds of one V0 engine step (schedule, launch, sampled-token sync) whatever its size (fitted: 0.9 ms before
+# Hopper's prefill share was fitted on Hopper first tokens, 1 ms while a fit read 20 rows a source).
+SYNCHRONOUS_STEP_HOST_S = 0.0005
 # Host seconds each sequence in a V0 step adds (its scheduling, input metadata and output objects; fitted).
 SYNCHRONOUS_SEQUENCE_HOST_S = 7e-05
 # Host seconds to launch one decoder layer's kernels one by one, as V0 ran every step that held a prompt (measured, not

@@ -19,6 +19,10 @@ from planner.workload.presets import presets
 from planner.workload.yamlsafe import load_text
 from planner.physics.training_time import TrainingLayout, model_flops_per_token, training_step, training_work
 
+# The published part on each instance type the reference sources name (reference.yaml's serving rows name the instance
+# only), so every row states its part as the sourced rows do.
+PART_ON = {instance: part for part, instance in reference_sources.INSTANCE_FOR.items()}
+
 DATA = Path(__file__).resolve().parent / "data" / "reference.yaml"
 GPT_FAST_CONTEXT = 5 + 200 / 2  # prompt of 5 tokens, 200 generated: the mean context of a step
 
@@ -65,9 +69,12 @@ def _serving_rows(catalog: Catalog) -> list[Row]:
                                c["kv_precision"], c["tp"], 1, c["concurrency"], c["prompt_tokens"], c["output_tokens"],
                                itype)
         setup = f"{c['model']} TP{c['tp']} {c['precision']} c={c['concurrency']} {c['prompt_tokens']}/{c['output_tokens']}"
-        rows += [Row(c["id"], "serving tokens/s", c["source"], setup, est.output_tokens_per_s_per_replica, c["tokens_per_s"]),
-                 Row(c["id"], "TTFT", c["source"], setup, est.time_to_first_token_s * 1e3, c["ttft_ms"]),
-                 Row(c["id"], "ITL", c["source"], setup, est.inter_token_latency_s * 1e3, c["itl_ms"])]
+        part = PART_ON.get(c["instance_type"], "")
+        figures = (("serving tokens/s", est.output_tokens_per_s_per_replica, "tokens_per_s"),
+                   ("TTFT", est.time_to_first_token_s * 1e3, "ttft_ms"),
+                   ("ITL", est.inter_token_latency_s * 1e3, "itl_ms"))
+        rows += [Row(c["id"], metric, c["source"], setup, predicted, c[field], accelerator=part)
+                 for metric, predicted, field in figures]
     return rows
 
 

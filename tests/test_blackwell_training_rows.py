@@ -36,10 +36,13 @@ def test_b200_rows_are_compared_but_not_fitted(catalog):
     assert calibrate.objective(catalog, "gpu", without=SOURCE, group="training") == fitted
 
 
-def test_blackwell_takes_the_lowest_fitted_gemm_share(catalog):
+def test_blackwell_takes_the_lowest_fitted_gemm_share_at_its_measured_share_of_its_peak(catalog):
+    """No Blackwell share is fitted: the B200 takes Hopper's (the lowest), scaled by its own large-GEMM share over the
+    H100's in one script (zzc0721/torch-performance-test-data: 1,696 of 2,250 TFLOP/s, 0.75, against 0.80): 6% less."""
     b200 = catalog.accelerator("B200")
-    assert "10" not in efficiency.GEMM_EFFICIENCY_BY_GENERATION
-    assert efficiency.gemm_efficiency(b200) == min(efficiency.GEMM_EFFICIENCY_BY_GENERATION.values())
+    assert "10" not in efficiency.GEMM_EFFICIENCY_BY_GENERATION and b200.gemm_share_measured == 0.75
+    assert efficiency.gemm_efficiency(b200) == pytest.approx(
+        min(efficiency.GEMM_EFFICIENCY_BY_GENERATION.values()) * 0.75 / efficiency.FITTED_PART_GEMM_SHARE["9"])
 
 
 @pytest.mark.parametrize(("row_id", "measured_tflops", "tolerance"), [

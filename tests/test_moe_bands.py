@@ -54,8 +54,9 @@ def test_the_moe_band_holds_the_moe_runs_and_is_never_narrower_than_the_gpu_one(
     # a source left out keeps 73% of its rows inside the others' percentiles (README's accuracy table says so; 77%
     # before every serving source weighed the same, 73% before Argonne's TensorRT-LLM rows were read with their
     # one-block-per-KV-head attention, 77% before the stream was measured, 57% before the routers' tails, 61% before
-    # their token-sorting kernels; 75% since a fit reads every row of a source)
-    assert moe["held_out_share"]["percentiles"] == pytest.approx(33 / 44, abs=1e-4)
+    # their token-sorting kernels; 75% since a fit reads every row of a source; 73% since Hopper's prefill share is
+    # fitted on Hopper first tokens)
+    assert moe["held_out_share"]["percentiles"] == pytest.approx(32 / 44, abs=1e-4)
     assert moe["held_out_share"]["percentiles"] < TARGET_COVERAGE
 
 
@@ -98,8 +99,9 @@ def test_likely_checks_a_moe_throughput_target_at_the_moe_slow_edge(catalog):
     q10, _ = ratio_quantiles("gpu", "serving tokens/s", moe=True)
     assert slow_moe == pytest.approx(1 / q10) and slow_moe == slow_factor("gpu", "serving tokens/s", "likely")
     # 1.211 before every serving source weighed the same, 1.222 before Argonne's TensorRT-LLM rows ran unsplit, 1.351
-    # before V0's host loop, 1.297 before the stream was measured, 1.281 before a fit read every row of a source
-    assert slow_moe == pytest.approx(1.238, abs=0.001)
+    # before V0's host loop, 1.297 before the stream was measured, 1.281 before a fit read every row of a source, 1.238
+    # before Hopper's prefill share was fitted on Hopper first tokens
+    assert slow_moe == pytest.approx(1.237, abs=0.001)
     target = aggregate / ((1 + slow_moe) / 2)
     spec = {**MIXTRAL, "serving": {**MIXTRAL["serving"], "target_output_tokens_per_s": target},
             "constraints": {**MIXTRAL["constraints"], "confidence": "likely"}}

@@ -65,15 +65,16 @@ def test_the_fit_runs_growth_is_within_ten_percent_and_was_half_missing_without_
 
 def test_the_check_runs_move_toward_what_was_measured_but_stay_slow(catalog):
     """Runs that took no part (Mixtral-8x7B at TP 2 on A100 and TP 8 on H100): every point's predicted growth moves
-    toward the measured one, the median |error| 45.2% -> 39.9% at the share 0.21 (44.4% -> 39.5% at 0.23 before the
+    toward the measured one, the median |error| 48.5% -> 43.2% at the share 0.21 (45.2% -> 39.9% before Hopper's
+    prefill share was fitted on Hopper first tokens: H100's prompts prefill faster; 44.4% -> 39.5% at 0.23 before the
     stream's share and per-kernel cost were measured, 44.7% -> 39.6% at 0.22 before the refit that read LMDeploy's first tokens as TurboMind emits them);
     the rest of their growth is not explained."""
     at = moe_kernel_check.growths(catalog, efficiency.MOE_GROUPED_GEMM_EFFICIENCY, "check")
     without = moe_kernel_check.growths(catalog, moe_kernel_check.NO_EXPERT_COST, "check")
     assert len(at) == 6 and [g.batch for g in at] == [16, 32, 64, 16, 32, 64]
     assert all(abs(a.error) < abs(w.error) for a, w in zip(at, without))
-    assert moe_kernel_check.median_abs_error(at) == pytest.approx(0.399, abs=0.002)
-    assert moe_kernel_check.median_abs_error(without) == pytest.approx(0.452, abs=0.002)
+    assert moe_kernel_check.median_abs_error(at) == pytest.approx(0.432, abs=0.002)
+    assert moe_kernel_check.median_abs_error(without) == pytest.approx(0.485, abs=0.002)
     assert all(g.error < 0 for g in at)
 
 

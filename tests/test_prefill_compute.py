@@ -89,3 +89,32 @@ def test_serving_constants_leave_training_alone(catalog, monkeypatch):
     monkeypatch.setattr(efficiency, "PREFILL_EFFICIENCY_BY_GENERATION", {"8": 0.3, "9": 0.3})
     assert [r.predicted for r in all_rows(catalog, "gpu") if r.metric == "training TFLOP/s"] == before
     assert _ttft(catalog, "NIM-70B/c1").error > 0.3
+
+
+def test_a_generation_without_a_prefill_share_takes_its_training_gemm_share(catalog, monkeypatch):
+    """Blackwell (and Turing) have no first token in a fit: prefill runs a training forward's GEMMs, so such a part
+    prefills at its generation's training GEMM share (the lowest fitted, Hopper's eager one, at B200's measured share of its peak), the prior the
+    prefill table started from. Before the eighth session it took the lowest prefill share, which moved B200's
+    prefill with every refit of Hopper's (0.47 -> 0.65 would have taken its held-out tokens/s 9.0% -> 16.9%)."""
+    b200, h100 = catalog.accelerator("B200"), catalog.accelerator("H100-80GB")
+    training = efficiency.GEMM_EFFICIENCY_BY_GENERATION["9"] * 0.75 / 0.80  # at its measured share of its peak
+    assert efficiency.prefill_efficiency(b200) == efficiency.gemm_efficiency(b200) == pytest.approx(training)
+    monkeypatch.setitem(efficiency.PREFILL_EFFICIENCY_BY_GENERATION, "9", 0.31)
+    assert efficiency.prefill_efficiency(h100) == 0.31
+    assert efficiency.prefill_efficiency(b200) == pytest.approx(training)
+
+
+def test_hoppers_fp8_prefill_runs_at_the_measured_fp8_over_bf16_share(catalog):
+    """One H100's 8192³ GEMMs: FP8 0.71 of its peak, BF16 0.79 of its (bench/kernel_check.py): 0.90. Ada keeps the
+    training fit's 1.14 (its one check, the sweep's L40S FP8 first tokens, +11% at 1.14 and +23% at 0.90); Blackwell
+    takes the lowest (Hopper's measured one); a 16-bit prefill has no factor."""
+    arch = presets()["llama-3-8b"]
+    assert efficiency.prefill_fp8_factor(catalog.accelerator("H100-80GB")) == 0.9
+    assert efficiency.prefill_fp8_factor(catalog.accelerator("H200-141GB")) == 0.9
+    assert efficiency.prefill_fp8_factor(catalog.accelerator("L40S")) == 1.14
+    assert efficiency.prefill_fp8_factor(catalog.accelerator("B200")) == 0.9
+    h100 = catalog.accelerator("H100-80GB")
+    shape = forward_gemm_factor(arch, 4096, 1, h100, h100.peak_flops("fp8"), 1.0)
+    linear_only = prefill_compute_s(arch, h100, "fp8", 1, 4096, 6e13, 0.0)
+    share = efficiency.prefill_efficiency(h100)
+    assert linear_only == pytest.approx(6e13 / (h100.peak_flops("fp8") * share * shape * 0.9))

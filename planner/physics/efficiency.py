@@ -6,9 +6,9 @@ variability and a byte count. The fitted ones (bench/calibrate.py PARAMETERS) we
 `python bench/calibrate.py --write` on every source of bench/data/reference.yaml from stated priors;
 `python bench/accuracy.py` reports each source predicted with constants fitted without it (leave-one-source-out).
 The measured ones (GEMM_KERNEL_ROOF, FITTED_PART_GEMM_SHARE, HOPPER_ATTENTION_EFFICIENCY, FP4_GEMM_EFFICIENCY_FACTOR,
-ROOFLINE_SHARPNESS)
-and those held apart from a past fit (PREFILL_EFFICIENCY_BY_GENERATION, DECODE_GEMM_EFFICIENCY_BY_GENERATION,
-PREFILL_FP8_GEMM_EFFICIENCY_FACTOR) say where they come from.
+ROOFLINE_SHARPNESS, Hopper's PREFILL_FP8_GEMM_EFFICIENCY_FACTOR) and those held apart from a past fit (Ampere's
+PREFILL_EFFICIENCY_BY_GENERATION, DECODE_GEMM_EFFICIENCY_BY_GENERATION, Ada's FP8 prefill factor) say where they come
+from.
 Estimators read them through this module (`efficiency.NAME`), so the calibration can vary them.
 """
 
@@ -36,42 +36,36 @@ GDDR_BANDWIDTH_EFFICIENCY = 0.77
 # Achieved share of peak HBM bandwidth when decode attention reads the KV cache. Paged-attention kernels gather
 # scattered blocks with one thread block per (sequence, head) and reach a lower share than weight GEMV streams: vLLM's
 # PagedAttention V1/V2 decode kernels sit well below the roof at long contexts, FlashInfer's reach 70-90% only with
-# split-KV (Ye et al., FlashInfer, arXiv 2501.01005, Fig. 7). Prior: the weight-stream share; 0.77 while a fit read 20
-# rows a source (seventh session), 0.71 before every serving source weighed the same, 0.77 before V0's host loop.
-KV_BANDWIDTH_EFFICIENCY = 0.84
+# split-KV (Ye et al., FlashInfer, arXiv 2501.01005, Fig. 7). Prior: the weight-stream share. 0.84 before Hopper's
+# prefill share was fitted (eighth session), 0.77 at 20 rows a source, 0.71 before every source weighed the same.
+KV_BANDWIDTH_EFFICIENCY = 0.78
 # Fixed cost of one decode step on a GPU that no roof covers: the engine's scheduler and input
 # preparation on the CPU, kernel launches the CUDA graph does not hide, sampling and detokenisation. vLLM's v0.6
 # profiling found the GPU idle for much of each step at small batch from this CPU work (vLLM blog 2024-09-05, "vLLM
-# v0.6.0"). V0's host loop: bench/engine_loop.py, its rows only. 1.5 ms while a fit read 20 rows a source, 1.7 ms before.
-DECODE_STEP_OVERHEAD_S = 0.0016
-# Weight-only quantised kernels dequantise on the fly and reach less of the roof (gpt-fast int8 and
-# int4-g32 rows, reference P-35..P-41). Since the embedding lookup (the 16-bit table no longer counted in the
-# stream) the fit finds int8 kernels at 0.83-1.0 of 16-bit ones (1.0 at the refit with the all-reduce curves and the
-# elementwise kernels; 0.83 at the rounded roofline, 0.81 before the lookup) and int4 at 0.74-0.85: a weakly held
-# pair, as AccelMark's held-out w8a16/w4a16 rows are its only check (fitted in, they pull it back to 0.83/0.74:
-# bench/calibrate.py, EVALUATED_ONLY_SOURCES); 0.93/0.75 when LMDeploy's first tokens were read as TurboMind emits
-# them, 1.0/0.89 since the weight stream's share and per-kernel cost are measured (int4 0.88 since V0's host loop;
-# 0.97/0.82 since every serving source weighs the same; 1.0/0.86 since a fit reads every row of a source).
-QUANTISED_BANDWIDTH_FACTOR = {"int8": 1.0, "int4": 0.86}
+# v0.6.0"). V0's host loop: bench/engine_loop.py, its rows only. 1.6 ms before Hopper's prefill share was fitted, 1.5 at
+# 20 rows a source.
+DECODE_STEP_OVERHEAD_S = 0.0018
+# Weight-only quantised kernels dequantise on the fly and reach less of the roof (gpt-fast int8 and int4-g32 rows,
+# reference P-35..P-41): a weakly held pair, gpt-fast its one fitted source and AccelMark's held-out w8a16/w4a16 rows its
+# only check (fitted in, they pull it to 0.83/0.74: bench/calibrate.py, EVALUATED_ONLY_SOURCES). int8 has sat at
+# 0.81-1.0 and int4 at 0.74-0.97 over the refits (docs/calibration-log.md): 1.0/0.86 before Hopper's prefill share was
+# fitted on Hopper first tokens (eighth session), whose refit moved the serving basin (KV share 0.84 -> 0.78).
+QUANTISED_BANDWIDTH_FACTOR = {"int8": 1.0, "int4": 0.97}
 # MXFP4/NVFP4 weight kernels dequantise 4-bit blocks the same way; no decode row isolates them: int4's stands in.
 FOUR_BIT_FORMATS = {"mxfp4": "int4", "nvfp4": "int4"}
 # Share of dense peak tensor FLOP/s that a transformer's GEMMs sustain end to end (clocks under load,
 # tile quantisation, kernel gaps), per CUDA compute-capability generation, on the eager kernel stack
 # (training.kernels; a fused stack's is FUSED_KERNELS_FACTOR times it): Hopper reaches a lower share of its
 # higher peak than Ampere (MosaicML's H100 and A100 rows, one code base). Hopper's 0.53 since the non-GEMM traffic is
-# measured rather than fitted beside it (NONMATMUL_BYTES_PER_TOKEN_HIDDEN); 0.49 since compiled stacks are
-# charged no eager non-GEMM traffic (COMPILED_NONMATMUL_SHARE: torchtitan's, torchtune's, IBM's and OLMo-core's
-# rows are GEMMs and attention, and run below what a 0.58 share gave them) and collectives across nodes are measured
-# (planner/physics/collectives.py); 0.58 before.
+# measured (NONMATMUL_BYTES_PER_TOKEN_HIDDEN); 0.49 with compiled stacks charged none (COMPILED_NONMATMUL_SHARE), 0.58
+# before them and the measured collectives across nodes (planner/physics/collectives.py).
 GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.67, "9": 0.53}
 # The share FP8 GEMMs reach of their doubled peak, relative to BF16 GEMMs' share of theirs: amax reductions lower it,
 # FP8's larger tiles at the same shapes raise it (the casts of every GEMM's operands are charged on their own,
 # planner/physics/fp8_casts.py); fitted on the FP8 training rows (NeMo's and DGX Cloud's Llama 3 and GPT-3 on H100,
-# torchtitan's FP8 FSDP rows), and never past the measured FP8 roof (GEMM_KERNEL_ROOF). The fit, 0.84 (0.86 before the
-# non-GEMM traffic was measured, 0.84 before the compiled stack and the measured collectives across nodes, 0.94 before
-# every source weighed the same, bench/calibrate.py source_balanced_errors), sits near the ratio measured on one H100's
-# 8192³ GEMMs (FP8 0.71 of its peak ÷ BF16 0.79 of its = 0.90, bench/kernel_check.py); prefill has its own factor
-# (PREFILL_FP8_GEMM_EFFICIENCY_FACTOR).
+# torchtitan's FP8 FSDP rows), and never past the measured FP8 roof (GEMM_KERNEL_ROOF). The fit, 0.84 (0.86-0.94 in
+# earlier refits), sits near the ratio one H100's 8192³ GEMMs measured (FP8 0.71 of its peak ÷ BF16 0.79 = 0.90,
+# bench/kernel_check.py); prefill has its own factor (PREFILL_FP8_GEMM_EFFICIENCY_FACTOR).
 FP8_GEMM_EFFICIENCY_FACTOR = 0.84
 # The share NVFP4 GEMMs (Blackwell block-scaled FP4: E2M1 blocks of 16 with an FP8 scale, activations quantised to
 # FP4 per token before each GEMM) reach of their FP4 roof, relative to BF16 GEMMs' share of theirs: the block-scale
@@ -107,9 +101,9 @@ GEMM_KERNEL_ROOF = {"bf16": 0.70, "fp16": 0.70, "fp8": 0.71}
 # The share of dense BF16 peak a large square BF16 GEMM sustains on the parts each generation's GEMM, prefill and
 # decode shares were fitted on, measured by one script (zzc0721/torch-performance-test-data database.md, torch 2.8
 # cu128, the best of 4,096-10,240 square): A100 SXM4 80GB 264.5 of 312 TFLOP/s, 0.85 (every Ampere training row is
-# an A100); H100 80GB HBM3 789.2 of 989, 0.80 (Hopper's). A part that states its own share in that script
-# (Accelerator.gemm_share_measured) reaches proportionally more or less of its peak in every GEMM the shares
-# describe (gemm_share_factor), and never more than its own measured share.
+# an A100); H100 80GB HBM3 789.2 of 989, 0.80 (Hopper's, and Blackwell's until it has its own). A part that states its
+# own share in that script (Accelerator.gemm_share_measured: the A10G, the B200) reaches proportionally more or less
+# of its peak in every GEMM the shares describe (gemm_share_factor), and never more than its own measured share.
 FITTED_PART_GEMM_SHARE = {"8": 0.85, "9": 0.80}
 # Causal attention fwd+bwd on Hopper, share of dense BF16 peak, by stack: the median over the eight Llama-shaped
 # cases (head dim 128, 2k-8k tokens, GQA and MHA) of the same H100 measurement: FlashAttention-2 0.24 (0.18-0.30),
@@ -123,7 +117,7 @@ HOPPER_ATTENTION_EFFICIENCY = {"eager": 0.24, "compiled": 0.24, "fused": 0.46}
 # generation: the training GEMM shares of the fit at 9957dbc, kept apart from GEMM_EFFICIENCY_BY_GENERATION since that
 # became the eager training stack's share (issue 25, kernel stacks). Tied to it, the training refit moved serving rows
 # that run no training kernel (tried: Hopper 0.63 -> 0.60 and Ampere/Ada 0.59 -> 0.62 took NIM's FP8 TTFT at 5 users
-# from within 12% to 19% off, TRT-LLM's L40S 2,048-token rows to 23%). Not fitted (as PREFILL_EFFICIENCY below). Decode
+# from within 12% to 19% off, TRT-LLM's L40S 2,048-token rows to 23%). Not fitted. Decode
 # GEMMs measured on H100 at M = 1,024: 0.63-0.80 (bench/kernel_check.py): Hopper's 0.63 is no faster. Fitted on serving
 # rows with TensorRT-LLM's offline table they generalise worse (bench/calibrate.py, EVALUATED_ONLY_SOURCES).
 DECODE_GEMM_EFFICIENCY_BY_GENERATION = {"8": 0.59, "9": 0.63}
@@ -150,22 +144,22 @@ MOE_GROUPED_GEMM_EFFICIENCY = 0.21
 # once per MoE layer per step. Measured, not fitted: 7.168 us at one token, 16 experts, top-2 (vLLM PR #29642's kernel
 # bench, RTX 4090, main before the PR; 6.08 after); SGLang's PR #14133 7.8-9.5 us at 32 tokens, 8 experts. A fixed cost.
 MOE_ALIGN_KERNEL_S = 7.2e-06
-# FP8 prefill's share relative to BF16 prefill's: the FP8 factor of the same fit (9957dbc), for the same reason; in
-# training the FP8 share now stops at the measured FP8 roof, so the training rows no longer inform a prefill factor.
-PREFILL_FP8_GEMM_EFFICIENCY_FACTOR = 1.14
-# Share of dense peak that prefill's GEMMs sustain at large M, per CUDA compute-capability generation, before their
-# shape factor (planner/physics/prefill_compute.py): the same cuBLAS GEMMs as a training forward, so the values are
-# GEMM_EFFICIENCY_BY_GENERATION's fit on the training rows at b3eef24 (Hopper's lower share of its higher peak holds for
-# prefill too: NIM's 5,000-token H100 prompts). Not refitted on serving rows: refitted leave-one-source-out they drift
-# to 0.95 (Ampere, pulled by the A10G rows before the A10G's GEMMs reached their measured share of its peak,
-# gemm_share_factor) and 0.67 (Hopper, pulled by throughput rows), and held-out TTFT gets worse (30.0% against 20.9%
-# with these, bench LOSO over the TTFT sources). Its own table so serving rows never move training's constants: tied to
-# GEMM_EFFICIENCY_BY_GENERATION, the joint fit pulls training's shares to 0.79/0.59 and its in-sample error from 9.6% to
-# 15.1% (bench/calibrate.py).
-PREFILL_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.47}
+# FP8 prefill's share relative to BF16 prefill's, per generation. Hopper's is measured, not fitted: one H100's 8192³
+# GEMMs reach 0.71 of FP8's peak and 0.79 of BF16's (bench/kernel_check.py), 0.90 (1.14, the training fit's FP8 factor
+# at 9957dbc, until the eighth session: with Hopper's 16-bit prefill share fitted on Hopper first tokens it put the
+# TensorRT-LLM sweep's and NIM's FP8 ones 10-17% fast). Ampere has no FP8; Ada's keeps that fit, its one check the
+# sweep's L40S FP8 first tokens (+11% slow at 1.14, +23% at 0.90).
+PREFILL_FP8_GEMM_EFFICIENCY_FACTOR = {"8": 1.14, "9": 0.9}
+# Share of dense peak that prefill's GEMMs sustain at large M, per CUDA generation, before their shape factor
+# (planner/physics/prefill_compute.py): the GEMMs of a training forward. Ampere's is the training GEMM share of b3eef24
+# (refitted on serving rows it drifted to 0.95 and held-out TTFT went 20.9% -> 30.0%). Hopper's is fitted on Hopper
+# first tokens alone (bench/calibrate.py group "prefill"), those of the sources kept out of the serving fit included,
+# each held out in its own fold; 0.47 (b3eef24's) until the eighth session, when the three never-fitted sources with
+# long Hopper prompts read its 16-bit first tokens 20-27% slow (bench/hopper_prefill_check.py). A generation with no
+# share here (Blackwell, Turing) takes its training GEMM share (gemm_efficiency), the prior this table started from.
+PREFILL_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.65}
 # Fixed cost of a request before its prefill starts: HTTP, tokenisation, scheduling. Fitted on LMDeploy's, NIM's and
-# LLMPerf's TTFT rows: 0 ms since a fit reads every row (1 ms while it read 20 a source and every source weighed the
-# same; 0 ms since the rounded roofline, 2 ms at the GDDR refit, 13 ms before it). AccelMark's vLLM 0.7.3 and GPUStack's
+# LLMPerf's TTFT rows: 0 ms since a fit reads every row (0-13 ms in earlier refits). AccelMark's vLLM 0.7.3 and GPUStack's
 # held-out first tokens come 15-50 ms later, which no shared constant covers (AccelMark's vLLM 0.20.1 ones do not).
 REQUEST_OVERHEAD_S = 0.0
 # Non-matmul traffic per layer in training, bytes per token per hidden unit: Korthikanti's 34 B of
@@ -173,11 +167,8 @@ REQUEST_OVERHEAD_S = 0.0
 # re-written by norms, residual adds, activation functions and dropout. Measured, not fitted: what torch.compile saved
 # on one H100's six Llama layers (bench/data/device/h100-2026-11-24.json), 151-234 B in this unit, median 203.2
 # (`python bench/kernel_check.py`, nonmatmul_bytes_saved): Inductor fuses exactly these kernels and keeps the GEMMs and
-# attention. Fitted, it sat in a valley with Hopper's eager GEMM share: 204 B beside 0.49 was a local minimum, and
-# 238 B beside 0.54 a lower one that a refit of the serving constants alone (the HBM share the LoRA rows' adapter
-# traffic streams at, 0.87 -> 0.85) tipped the descent into; there the compiled stack's measured share became 0.15
-# and training's held-out error 9.1% -> 13.9% (README, accuracy). 204 B (6 × 34) had been the fit since every
-# source weighs the same (408 before, when the largest sources decided it).
+# attention. Fitted, it sat in a valley with Hopper's eager GEMM share (204 B beside 0.49, 238 B beside 0.54) that a
+# serving refit tipped across, training's held-out error 9.1% -> 13.9% (bench/calibrate.py, README accuracy).
 NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 203
 # The share of that eager traffic a torch.compile'd model still moves (training.kernels: compiled). Inductor fuses the
 # norms, rotary embeddings, SwiGLU and residual adds between the GEMMs into a few Triton kernels and keeps cuBLAS GEMMs
@@ -361,8 +352,17 @@ def request_overhead_s(accel: Accelerator) -> float:
 
 
 def prefill_efficiency(accel: Accelerator) -> float:
-    """Generations without a prefill measurement (Ada, Blackwell): the lowest fitted share."""
-    return NEURON_PREFILL_EFFICIENCY if accel.is_neuron else _gemm_share(accel, PREFILL_EFFICIENCY_BY_GENERATION)
+    """A generation without a prefill share of its own (Blackwell, Turing) takes its training GEMM share."""
+    if accel.is_neuron:
+        return NEURON_PREFILL_EFFICIENCY
+    if str(_generation(accel)) not in PREFILL_EFFICIENCY_BY_GENERATION:
+        return gemm_efficiency(accel)
+    return _gemm_share(accel, PREFILL_EFFICIENCY_BY_GENERATION)
+
+
+def prefill_fp8_factor(accel: Accelerator) -> float:
+    """FP8 prefill's share over 16-bit's (PREFILL_FP8_GEMM_EFFICIENCY_FACTOR; Blackwell: the lowest, Hopper's)."""
+    return _by_generation(accel, PREFILL_FP8_GEMM_EFFICIENCY_FACTOR)
 
 
 def stream_share(accel: Accelerator) -> float:

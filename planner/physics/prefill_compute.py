@@ -56,7 +56,7 @@ def prefill_compute_s(arch: Architecture, accel: Accelerator, precision: str, tp
     gemm = efficiency.prefill_efficiency(accel)
     linear_peak = accel.peak_flops(linear_precision)
     shape = forward_gemm_factor(arch, tokens, tp, accel, linear_peak, min(2.0, max(BYTES_PER_PARAM[precision], 1.0)))
-    fp8 = efficiency.PREFILL_FP8_GEMM_EFFICIENCY_FACTOR if linear_precision == "fp8" else 1.0
+    fp8 = efficiency.prefill_fp8_factor(accel) if linear_precision == "fp8" else 1.0
     linear_s = linear_flops / tp / (linear_peak * min(1.0, gemm * shape * fp8))
     attention_s = attention_flops / tp / (accel.peak_flops(attention_precision(linear_precision)) * gemm)
     return linear_s + attention_s
