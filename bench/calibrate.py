@@ -260,7 +260,9 @@ def prefill_held_out(without: str):
 # Passes over a platform's groups: GPU serving rows read no training constant (tests/test_calibration.py,
 # test_each_gpu_group_moves_only_its_own_metrics), but Hopper's prefill share and the serving constants read each
 # other's rows (NIM's 70B first tokens are in both; Hopper first tokens pay the request and V0 host costs), so GPU
-# groups are fitted in turn until a pass moves nothing, as Neuron's: its groups read each other's
+# groups are fitted in turn until a pass moves nothing (the full fit from the committed values moves nothing in its
+# first; the folds without LMDeploy, NIM, Argonne or the sweep stop in their second even when allowed four), as
+# Neuron's: its groups read each other's
 # (serving steps all-reduce at the training group's link share, training's collectives pay the serving group's
 # per-collective latency), so they are fitted in turn until a pass moves nothing. One pass had left a held-out fit
 # wherever its start put it, and a calibrate run from other values needed a second run to reach the committed ones.

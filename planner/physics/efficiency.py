@@ -75,9 +75,8 @@ FP8_GEMM_EFFICIENCY_FACTOR = 0.84
 # run: (3,039 / 9,000) ÷ (1,360 / 2,250) = 0.56 of B200's dense peaks. Every FP4 row in the reference data comes
 # from one source (TensorRT-LLM's perf-overview), so a fit could not be checked leave-one-source-out; the measured
 # value stands (issue 25). Applied to decode GEMMs (decode_gemm_efficiency: performance.decode_step, attention_dp:
-# B200's 70B/405B decode-heavy offline rows from +50-63% to +10-24% fast). Prefill on B200 already runs at the
-# lowest fitted generation's share (0.47, no Blackwell prefill row): with this factor on top its prefill-heavy rows
-# turn 20-32% slow, so it is not applied there.
+# B200's 70B/405B decode-heavy offline rows from +50-63% to +10-24% fast). Not applied to B200's prefill, at its
+# training GEMM share (no Blackwell first token): with it on top the prefill-heavy rows turn 13-24% slow.
 FP4_GEMM_EFFICIENCY_FACTOR = 0.56
 # Training kernel stacks (training.kernels). The shares above are those of "eager" stacks: PyTorch modules with
 # FlashAttention-2 and unfused norms, RoPE and SwiGLU (FSDP and DeepSpeed scripts, HF Trainer, torchtitan, torchtune,
