@@ -23,15 +23,16 @@ from unittest import mock
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.accuracy import SOURCES_APART  # noqa: E402
+from bench.calibrate import PREFILL_PARTS  # noqa: E402
 from bench.reference_cases import all_rows  # noqa: E402
 from planner.hardware.catalog import bundled  # noqa: E402
 from planner.physics import efficiency  # noqa: E402
 
-HOPPER = ("H100-SXM-80GB", "H200")
 CANDIDATES = ((0.47, 1.14), (0.55, 0.90), (0.60, 0.90), (0.65, 0.90), (0.70, 0.90))
 
 
-def _prompt_tokens(setup: str) -> int:
+def prompt_tokens(setup: str) -> int:
+    """A row's prompt length, read from its setup string ("... 2048/128 ...")."""
     lengths = [part for part in setup.split() if "/" in part and part.split("/")[0].isdigit()]
     return int(lengths[0].split("/")[0]) if lengths else 0
 
@@ -43,8 +44,8 @@ def read(hopper_share: float, hopper_fp8_factor: float) -> dict[tuple[str, ...],
             mock.patch.dict(efficiency.PREFILL_FP8_GEMM_EFFICIENCY_FACTOR, {"9": hopper_fp8_factor}):
         for r in all_rows(bundled(), "gpu"):
             apart = SOURCES_APART.get(r.source)
-            if r.metric == "TTFT" and r.accelerator in HOPPER:
-                length = "long" if _prompt_tokens(r.setup) >= 1000 else "short"
+            if r.metric == "TTFT" and r.accelerator in PREFILL_PARTS:
+                length = "long" if prompt_tokens(r.setup) >= 1000 else "short"
                 groups[(r.source, "fp8" if " fp8 " in r.setup else "16-bit", length)].append(r.error)
             if r.metric in ("TTFT", "serving tokens/s"):
                 groups[("class", apart or "gpu", r.metric)].append(abs(r.error))

@@ -268,6 +268,8 @@ def test_the_sweep_held_out_reads_hoppers_16_bit_prefill_within_a_few_percent(ca
     long 16-bit first tokens come within 3% (-0.3% at 0.60)."""
     from statistics import median
 
+    from bench.hopper_prefill_check import prompt_tokens
+
     group = {"PREFILL_EFFICIENCY_BY_GENERATION[9]": calibrate.PARAMETERS["PREFILL_EFFICIENCY_BY_GENERATION[9]"]}
     committed = efficiency.PREFILL_EFFICIENCY_BY_GENERATION["9"]
     with calibrate.restored():
@@ -275,7 +277,7 @@ def test_the_sweep_held_out_reads_hoppers_16_bit_prefill_within_a_few_percent(ca
         held_out_share = efficiency.PREFILL_EFFICIENCY_BY_GENERATION["9"]
         rows = [r for r in all_rows(catalog, "gpu", "serving") if r.source == "trtllm-v09-dli-sweep"
                 and r.metric == "TTFT" and r.accelerator in calibrate.PREFILL_PARTS and " fp8 " not in r.setup
-                and int(r.setup.split("/")[0].split()[-1]) >= 1000]
+                and prompt_tokens(r.setup) >= 1000]
     assert len(rows) == 101 and abs(held_out_share - committed) <= 0.06
     assert abs(median(r.error for r in rows)) < 0.03
     assert efficiency.PREFILL_EFFICIENCY_BY_GENERATION["9"] == committed

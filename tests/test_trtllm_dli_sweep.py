@@ -10,7 +10,7 @@ import statistics
 import pytest
 
 from bench import calibrate, reference_sources
-from bench.accuracy import stored_band_share
+from bench.accuracy import stored_band_share, summary
 from bench.reference_cases import all_rows
 from bench.sweep_residuals import grouped, memory_errors
 from planner.hardware.catalog import bundled
@@ -70,11 +70,8 @@ def _held_out_rows() -> list:
 
 
 def _figures(rows) -> dict[str, tuple[float, float]]:
-    figures = {}
-    for metric in ("serving tokens/s", "TTFT", "ITL"):
-        errors = [r.error for r in rows if r.metric == metric]
-        figures[metric] = (statistics.median(abs(e) for e in errors), statistics.median(errors))
-    return figures
+    """(median |error|, signed median) per metric, as bench/accuracy.py summarises a class (every sweep row is a GPU's)."""
+    return {metric: (s["median_abs"], s["signed_median"]) for (_, metric), s in summary(rows).items()}
 
 
 def test_the_sweep_is_never_fitted_and_its_held_out_errors_are_the_readmes():
