@@ -67,7 +67,6 @@ PARAMETERS = {
     "DECODE_STEP_OVERHEAD_S": _scalar("DECODE_STEP_OVERHEAD_S", _grid(0.0, 0.004, 0.0001), 0.0),
     "QUANTISED_BANDWIDTH_FACTOR[int8]": _keyed("QUANTISED_BANDWIDTH_FACTOR", "int8", _grid(0.50, 1.00, 0.01), 1.0),
     "QUANTISED_BANDWIDTH_FACTOR[int4]": _keyed("QUANTISED_BANDWIDTH_FACTOR", "int4", _grid(0.40, 1.00, 0.01), 1.0),
-    "REQUEST_OVERHEAD_S": _scalar("REQUEST_OVERHEAD_S", _grid(0.0, 0.03, 0.001), 0.0),
     "GEMM_EFFICIENCY_BY_GENERATION[8]": _keyed("GEMM_EFFICIENCY_BY_GENERATION", "8", _grid(0.40, 0.90, 0.01), 0.60),
     "GEMM_EFFICIENCY_BY_GENERATION[9]": _keyed("GEMM_EFFICIENCY_BY_GENERATION", "9", _grid(0.30, 0.90, 0.01), 0.60),
     "FP8_GEMM_EFFICIENCY_FACTOR": _scalar("FP8_GEMM_EFFICIENCY_FACTOR", _grid(0.40, 1.40, 0.02), 1.0),
@@ -96,7 +95,7 @@ NEURON_PARAMETERS = {
                                                   0.002),
 }
 ALL_PARAMETERS = {**PARAMETERS, **NEURON_PARAMETERS}
-# The GPU constants fall in two groups: decode, KV and request constants move serving rows (and LoRA/QLoRA training
+# The GPU constants fall in groups: decode, KV and V0 host constants move serving rows (and LoRA/QLoRA training
 # rows on GDDR parts, whose adapter and dequantisation traffic streams at GDDR_BANDWIDTH_EFFICIENCY; on HBM parts it
 # streams at MEMORY_BANDWIDTH_EFFICIENCY, measured, not fitted); GEMM shares, the FP8 and
 # kernel-stack factors and collectives move training rows only (serving has its own decode and
@@ -108,7 +107,7 @@ SERVING_METRICS = ("serving tokens/s", "TTFT", "ITL")
 GPU_GROUPS = {"prefill": ("PREFILL_EFFICIENCY_BY_GENERATION[9]",),
               "serving": ("GDDR_BANDWIDTH_EFFICIENCY", "KV_BANDWIDTH_EFFICIENCY",
                           "DECODE_STEP_OVERHEAD_S", "QUANTISED_BANDWIDTH_FACTOR[int8]",
-                          "QUANTISED_BANDWIDTH_FACTOR[int4]", "REQUEST_OVERHEAD_S", "SYNCHRONOUS_STEP_HOST_S",
+                          "QUANTISED_BANDWIDTH_FACTOR[int4]", "SYNCHRONOUS_STEP_HOST_S",
                           "SYNCHRONOUS_SEQUENCE_HOST_S"),
               "training": ("GEMM_EFFICIENCY_BY_GENERATION[8]", "GEMM_EFFICIENCY_BY_GENERATION[9]",
                            "FP8_GEMM_EFFICIENCY_FACTOR", "FUSED_KERNELS_FACTOR", "COMM_OVERLAP")}

@@ -51,6 +51,19 @@ def _has_fp8(accelerator: str) -> bool:
     return catalog.accelerator(catalog.instance(INSTANCE_FOR[accelerator]).accelerator).peak_flops("fp8") is not None
 
 
+CLIENTS = ("http", "in-process")
+
+
+def in_process(source_id: str) -> bool:
+    """Whether a source's harness called its engine in-process (LMDeploy's profile_generation, trtllm-bench, vLLM's
+    offline scripts) rather than through an HTTP endpoint as a plan's clients do (its `client`): a GPU request then
+    pays no request overhead (efficiency.REQUEST_OVERHEAD_S). Neuron's request cost is fitted on every Neuron row."""
+    client = sources()[source_id]["source"].get("client")
+    if client not in CLIENTS:
+        raise ValueError(f"{source_id}: client must be one of {', '.join(CLIENTS)} (got {client!r})")
+    return client == "in-process"
+
+
 def serving_why_not(row: dict) -> str | None:
     if row.get("accelerator") not in INSTANCE_FOR and row.get("accelerator") not in NEURON_INSTANCE_FOR:
         return f"accelerator {row.get('accelerator')!r} not in the catalog"
@@ -152,6 +165,8 @@ def serving_rows(catalog: Catalog, row_type, platform: str | None = None,
                 itype = catalog.instance(INSTANCE_FOR[r["accelerator"]])
                 accel = row_accelerator(catalog, itype, r)
             w, kv = serving_weights(r), serving_kv(r)
+            engine_only = in_process(source_id) and not neuron  # no HTTP endpoint: no request overhead
+            overhead_s = 0.0 if engine_only else efficiency.request_overhead_s(accel)
             b, prompt, n = r["concurrency"], r["prompt_tokens"], r["output_tokens"]
             unsplit = r.get("decode_attention") == "unsplit"  # one thread block per sequence and KV head (no split)
             floor = eager_prefill_floor_s(r, arch.layers)  # V0 launched prompts kernel by kernel (0 unless READ_EAGER_PREFILL)
@@ -176,7 +191,7 @@ def serving_rows(catalog: Catalog, row_type, platform: str | None = None,
                 c = convoy(b, max(1, budget // prompt), n,
                            lambda k: prompt_step_s(k) + host_step_s(r, k),
                            round_step_s,
-                           efficiency.request_overhead_s(accel))
+                           overhead_s)
                 tps, ttft, itl = c.output_tokens_per_s, c.time_to_first_token_s, c.inter_token_latency_s
             elif r["load"] == "closed-loop":  # the planner's own estimate (Neuron: compiled shapes and buckets)
                 def replica(k: int):
@@ -185,7 +200,8 @@ def serving_rows(catalog: Catalog, row_type, platform: str | None = None,
                                             max_context_tokens=r.get("max_context_tokens"),
                                             compiled_batch=r.get("compiled_batch"), host_step_s=partial(host_step_s, r),
                                             unsplit_attention=unsplit, prefill_floor_s=floor,
-                                            optimum_nxd=r.get("neuron_backend") == "optimum-neuron-nxd")
+                                            optimum_nxd=r.get("neuron_backend") == "optimum-neuron-nxd",
+                                            in_process=engine_only)
 
                 e = replica(b)
                 tps, ttft, itl = e.output_tokens_per_s_per_replica, e.time_to_first_token_s, e.inter_token_latency_s
@@ -208,9 +224,9 @@ def serving_rows(catalog: Catalog, row_type, platform: str | None = None,
                 def first_token_s(k: int) -> float:
                     # `first_token: decoder-step`: the context pass leaves the prompt's last token to the decoder
                     if r.get("first_token") != "decoder-step":
-                        return efficiency.request_overhead_s(accel) + prompt_step_s(k) + host_step_s(r, k)
+                        return overhead_s + prompt_step_s(k) + host_step_s(r, k)
                     encode = prompt_step_s(k, prompt - 1) if prompt > 1 else 0.0
-                    return efficiency.request_overhead_s(accel) + encode + step_s(k, prompt)
+                    return overhead_s + encode + step_s(k, prompt)
 
                 waves = static_batch(b, resident_sequences(arch, accel, w, kv, tp, prompt + n // 2), n,
                                      first_token_s, step_s)

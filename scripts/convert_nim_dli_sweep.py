@@ -37,6 +37,7 @@ SOURCE = {
                  "GPU cluster sizing' course: genai-perf runs of NIM for LLMs)"),
     "date": "2024 (NIM for Llama 3 8B/70B Instruct, NIM_TRT-LLM; repository commit 2025-04-27)",
     "hardware": "1-8x A100-SXM4-80GB and 1-8x H100 80GB HBM3 (SXM), one node",
+    "client": "http",  # bench/reference_serving.in_process
     "code_base": ("NVIDIA NIM for LLMs on its TensorRT-LLM engines, OpenAI-compatible HTTP endpoint; client genai-perf "
                   "(backend tensorrtllm, synthetic prompts of fixed length, max_tokens = output length)"),
     "notes": (

@@ -39,6 +39,7 @@ SOURCE = {
     "date": "2024-04 (TensorRT-LLM 0.9.0 release; repository commit 2025-04-27)",
     "hardware": ("1-8x H100 80GB HBM3 (SXM), H200 141GB, A100-SXM4-80GB (NVLink; custom all-reduce on) and L40S "
                  "(PCIe, NVIDIA's own servers: gpu_peer_to_peer; custom all-reduce off); single node"),
+    "client": "in-process",  # bench/reference_serving.in_process
     "code_base": ("TensorRT-LLM 0.9.0 C++ gptSessionBenchmark (static batch, XQA on, paged KV cache sized by "
                   "max_tokens_in_paged_kv_cache, fake weights, one run per configuration)"),
     "notes": (

@@ -91,12 +91,14 @@ def test_accelmarks_v0_first_tokens_with_the_floor_and_without():
     """A source never fitted: its vLLM 0.7.3 short-prompt first tokens (24 dense, 7 of them at one client, 4 Mixtral).
     Since a fit reads every row of a source (request cost 1 -> 0 ms) each is 1-6 points earlier than it was, and since
     Hopper's prefill share is fitted on Hopper first tokens (0.47 -> 0.65; its H100 and H200 prompts prefill faster)
-    0.3-4 points earlier again (-31.7% / -19.4% dense, 40.1% / 25.4% one client, -74.3% / -49.4% Mixtral before)."""
+    0.3-4 points earlier again (-31.7% / -19.4% dense, 40.1% / 25.4% one client, -74.3% / -49.4% Mixtral before). Since
+    a request served over HTTP pays the measured 4 ms (efficiency.REQUEST_OVERHEAD_S; AccelMark's client is), 3-8 points
+    later (-32.5% / -20.2%, 44.5% / 25.7%, -75.6% / -50.1% before)."""
     off, on = _first_tokens(False), _first_tokens(True)
     assert [off[k][0] for k in ("dense", "one client", "mixtral")] == [24, 7, 4]
-    assert off["dense"][2] == pytest.approx(-0.325, abs=0.005) and on["dense"][2] == pytest.approx(-0.202, abs=0.005)
-    assert off["one client"][1] == pytest.approx(0.445, abs=0.005) and on["one client"][1] == pytest.approx(0.257, abs=0.005)
-    assert off["mixtral"][2] == pytest.approx(-0.756, abs=0.005) and on["mixtral"][2] == pytest.approx(-0.501, abs=0.005)
+    assert off["dense"][2] == pytest.approx(-0.247, abs=0.005) and on["dense"][2] == pytest.approx(-0.115, abs=0.005)
+    assert off["one client"][1] == pytest.approx(0.331, abs=0.005) and on["one client"][1] == pytest.approx(0.227, abs=0.005)
+    assert off["mixtral"][2] == pytest.approx(-0.682, abs=0.005) and on["mixtral"][2] == pytest.approx(-0.428, abs=0.005)
 
 
 def test_the_floor_no_longer_tips_which_start_of_lmdeploys_fold_wins():
@@ -105,13 +107,17 @@ def test_the_floor_no_longer_tips_which_start_of_lmdeploys_fold_wins():
     With every source weighed the same the starts still stop apart (0.44 and 0.85-0.86; 0.90 while a fit read 20 rows
     a source), but the best is the upper one either way, and the two starts that reach it agree: the floor reads. Since
     Hopper's prefill share is fitted on Hopper first tokens (and the serving fit moved to a KV share of 0.78) every start
-    stops at 0.72-0.73, with the floor or without."""
-    def best(on: bool) -> tuple[float, float]:
+    stopped at 0.72-0.73, with the floor or without. Since a request served over HTTP pays its measured 4 ms, the starts
+    stop apart again (0.71-0.73 and 0.90), 0.0001-0.0003 of objective apart: with the floor, as the rows are read, the
+    lower one wins (the fold's LOSO figures are the eighth session's); without it the upper one. The basin is fragile
+    (docs/calibration-log.md, ninth session)."""
+    def best(on: bool) -> tuple[float, float, set[float]]:
         with eager_prefill_check.eager(on):
             starts = eager_prefill_check.fold_starts(eager_prefill_check.LMDEPLOY)
-        assert max(kv for *_, kv in starts) - min(kv for *_, kv in starts) < 0.015
         _, objective, kv = min(starts, key=lambda start: start[1])
-        return objective, kv
+        return objective, kv, {kv for *_, kv in starts}
 
-    assert best(False) == (pytest.approx(0.207904, abs=1e-6), pytest.approx(0.72))  # 0.244992 and 0.85 before
-    assert best(True) == (pytest.approx(0.208614, abs=1e-6), pytest.approx(0.72))  # 0.245537 and 0.86 before
+    # 0.207904 and 0.72 (every start) before the HTTP cost was measured; 0.244992 and 0.85 before that
+    assert best(False) == (pytest.approx(0.216561, abs=1e-6), pytest.approx(0.90), {0.71, 0.90})
+    # 0.208614 and 0.72 (every start); 0.245537 and 0.86
+    assert best(True) == (pytest.approx(0.21709, abs=1e-6), pytest.approx(0.73), {0.73, 0.90})

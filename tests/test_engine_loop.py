@@ -76,7 +76,7 @@ def test_a_static_batch_pays_the_loop_on_its_prefill_step_and_every_decode_step(
                 + engine_loop.host_step_s(row, k))
 
     def first_token_s(k: int) -> float:
-        return (efficiency.request_overhead_s(a100) + prefill_s(arch, a100, "bf16", 1, 1, prompt, itype, prompts=k)
+        return (prefill_s(arch, a100, "bf16", 1, 1, prompt, itype, prompts=k)  # vLLM's offline script: no HTTP
                 + engine_loop.host_step_s(row, k))
 
     waves = static_batch(batch, resident_sequences(arch, a100, "bf16", "bf16", 1, prompt + output // 2), output,

@@ -43,10 +43,11 @@ def test_every_turbomind_row_says_its_decoder_emits_the_first_token():
 @pytest.mark.parametrize("model, batch", [("llama-2-7b", 1), ("llama-2-13b", 16)])
 def test_the_first_token_is_a_prefill_of_all_but_the_last_token_and_one_decode_step(catalog, model, batch):
     """128-token prompts: the wave's context pass runs its batch × 127 tokens together, then one decode step of the
-    whole batch, attending over the prompt alone, emits every first token."""
+    whole batch, attending over the prompt alone, emits every first token. profile_generation drives the engine
+    in-process: no HTTP request cost."""
     itype, a100 = _node(catalog)
     arch = presets()[model]
-    expected_s = (efficiency.request_overhead_s(a100) + prefill_s(arch, a100, "bf16", 1, 1, 127, itype, prompts=batch)
+    expected_s = (prefill_s(arch, a100, "bf16", 1, 1, 127, itype, prompts=batch)
                   + decode_step(arch, a100, "bf16", "bf16", 1, 1, batch, 128).seconds)
     row_id = f"lmdeploy-a100-{model}-tp1-bs{batch}-128-128"
     assert _ttft(catalog, row_id).predicted == pytest.approx(expected_s * 1e3)
@@ -55,7 +56,7 @@ def test_the_first_token_is_a_prefill_of_all_but_the_last_token_and_one_decode_s
 def test_a_one_token_prompt_has_no_context_pass(catalog):
     itype, a100 = _node(catalog)
     arch = presets()["llama-2-7b"]
-    expected_s = efficiency.request_overhead_s(a100) + decode_step(arch, a100, "bf16", "bf16", 1, 1, 1, 1).seconds
+    expected_s = decode_step(arch, a100, "bf16", "bf16", 1, 1, 1, 1).seconds  # in-process: no request cost
     assert _ttft(catalog, "lmdeploy-a100-llama-2-7b-tp1-bs1-1-128").predicted == pytest.approx(expected_s * 1e3)
 
 

@@ -25,9 +25,10 @@ def test_no_target_gets_interactive_latency():
     # 39.1 ms per token since the measured all-reduce curves (39.2 ms since the rounded roofline, 38.5 ms at the GDDR
     # refit, 37.4 ms before it); 39.3 ms since the HBM weight stream and its per-kernel cost are measured, 38.8 ms
     # since the TP barrier skew is not modelled, 38.6 ms since every serving source weighs the same in the fit, 38.3 ms
-    # since Hopper's prefill share is fitted on Hopper first tokens (KV share 0.84 -> 0.78, step cost 1.6 -> 1.8 ms).
+    # since Hopper's prefill share is fitted on Hopper first tokens (KV share 0.84 -> 0.78, step cost 1.6 -> 1.8 ms),
+    # 38.2 ms since the HTTP request cost is measured (the share refitted 0.65 -> 0.66: the others' prefills are shorter).
     assert (plan.choice.instance_type, plan.choice.nodes, plan.layout.tensor_parallel) == ("p5.48xlarge", 1, 8)
-    assert round(plan.performance.inter_token_latency_s * 1e3, 1) == 38.3
+    assert round(plan.performance.inter_token_latency_s * 1e3, 1) == 38.2
     assert plan.performance.inter_token_latency_s * 1e3 <= 100
     assert plan.performance.time_to_first_token_s <= 2.0
     assert (plan.choice.instance_type, plan.choice.nodes) != ("g6.12xlarge", 7)

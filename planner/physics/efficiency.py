@@ -156,11 +156,12 @@ PREFILL_FP8_GEMM_EFFICIENCY_FACTOR = {"8": 1.14, "9": 0.9}
 # each held out in its own fold; 0.47 (b3eef24's) until the eighth session, when the three never-fitted sources with
 # long Hopper prompts read its 16-bit first tokens 20-27% slow (bench/hopper_prefill_check.py). A generation with no
 # share here (Blackwell, Turing) takes its training GEMM share (gemm_efficiency), the prior this table started from.
-PREFILL_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.65}
-# Fixed cost of a request before its prefill starts: HTTP, tokenisation, scheduling. Fitted on LMDeploy's, NIM's and
-# LLMPerf's TTFT rows: 0 ms since a fit reads every row (0-13 ms in earlier refits). AccelMark's vLLM 0.7.3 and GPUStack's
-# held-out first tokens come 15-50 ms later, which no shared constant covers (AccelMark's vLLM 0.20.1 ones do not).
-REQUEST_OVERHEAD_S = 0.0
+PREFILL_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.66}
+# Fixed cost of a request served over HTTP (a plan's endpoint) before its prefill: the API server's parsing, tokenising
+# and hand-off to the engine; a harness that calls its engine in-process pays none (bench/reference_serving.py, client).
+# Measured, not fitted: one vLLM behind its OpenAI server against the same engine offline, mean TTFT 231 -> 235 ms at
+# batch 32 (tenstorrent/tt-inference-server #190, 2025-05-08, "HTTP server + ZMQ"). Fitted on every harness alike: 0 ms.
+REQUEST_OVERHEAD_S = 0.004
 # Non-matmul traffic per layer in training, bytes per token per hidden unit: Korthikanti's 34 B of
 # stored activations (reference B2) written in the forward, read in the backward, and re-read and
 # re-written by norms, residual adds, activation functions and dropout. Measured, not fitted: what torch.compile saved

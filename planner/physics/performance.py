@@ -192,7 +192,8 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
                      ep_nodes: int = 1, speculation: Speculation | None = None,
                      compiled: CompiledShapes | None = None, attention_dp: bool = False,
                      host_step_s: Callable[[int], float] | None = None,
-                     unsplit_attention: bool = False, prefill_floor_s: float = 0.0) -> ServingEstimate:
+                     unsplit_attention: bool = False, prefill_floor_s: float = 0.0,
+                     in_process: bool = False) -> ServingEstimate:
     """Continuous batching at `batch` sequences per replica, at the typical request.
 
     Each decode step emits one token per sequence; meanwhile batch/output_tokens sequences finish and
@@ -206,6 +207,8 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
     `unsplit_attention`: a published run whose decode attention ran one thread block per sequence and KV head (decode_step).
     `prefill_floor_s`: the least a prefill step lasts where a published run's engine launched it from the host kernel
     by kernel (vLLM V0 ran prompts without a CUDA graph: bench/engine_loop.py); 0 for the engines plans deploy.
+    `in_process`: a published run that called its engine in-process, not through an HTTP endpoint as a plan's clients
+    do: no request overhead (efficiency.REQUEST_OVERHEAD_S).
     """
     mean_context = prompt_tokens + output_tokens / 2
     cached = prefix_cached_tokens(prompt_tokens, prefix_hit_share, accel)
@@ -237,7 +240,7 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
     # other clients' prefills (planner/physics/closed_loop.py: the `peers` clients form a closed loop
     # whose think time is the rest of each request); the prefill then shares its step with the others' decodes.
     shared_step_s = step_s * (peers - 1) / peers
-    overhead_s = efficiency.request_overhead_s(accel)
+    overhead_s = 0.0 if in_process else efficiency.request_overhead_s(accel)
     wait = prefill_wait_s(peers, prefill, overhead_s + shared_step_s + (output_tokens - 1) * inter_token)
     first_token = overhead_s + wait + prefill + shared_step_s
     request_s = first_token + (output_tokens - 1) * inter_token

@@ -43,13 +43,13 @@ def replica_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
                      max_context_tokens: int | None = None, compiled_batch: int | None = None,
                      attention_dp: bool = False, host_step_s: Callable[[int], float] | None = None,
                      unsplit_attention: bool = False, prefill_floor_s: float = 0.0,
-                     optimum_nxd: bool = False) -> ServingEstimate:
+                     optimum_nxd: bool = False, in_process: bool = False) -> ServingEstimate:
     """`batch` requests in flight on one replica. On Neuron the replica runs the graphs compiled for
     `compiled_batch` sequences (default: `batch`, the plan's compiled_batch_size) and `max_context_tokens`
     positions (the plan's n_positions): under optimum-neuron's NxD backend (`optimum_nxd`: plans, and the published
     runs that used it) each prompt encoded and each decode step attending at the compiled length; otherwise (NxD
     Inference with its buckets on) each prompt at its context-encoding bucket and each step over its token-generation
-    bucket."""
+    bucket. `in_process`: a published run that called its engine without an HTTP endpoint (serving_estimate)."""
     compiled = None
     if accel.is_neuron and pp == 1 and ep_nodes == 1 and speculation is None:
         # with no compiled maximum stated (a published run that leaves it out) the buckets are unknown:
@@ -63,4 +63,4 @@ def replica_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
                 decode_context_tokens(prompt_tokens, output_tokens, max_context_tokens))
     return serving_estimate(arch, accel, precision, kv_precision, tp, pp, batch, prompt_tokens, output_tokens, itype,
                             prefix_hit_share, ep_nodes, speculation, compiled, attention_dp, host_step_s,
-                            unsplit_attention, prefill_floor_s)
+                            unsplit_attention, prefill_floor_s, in_process)
