@@ -47,7 +47,9 @@ INSTANCE_FOR = {"A100-40GB": "p4d.24xlarge", "A100-80GB": "p4de.24xlarge", "H100
 # `compiled_sequence_tokens: S` marks a TGI row served by optimum-neuron 0.0.20-0.0.26 on transformers-neuronx, compiled
 # for MAX_TOTAL_TOKENS S: it runs the shapes neuron_serving.tgi_transformers_neuronx_shapes reads from that export.
 # `engine_loop: synchronous` marks a run of vLLM's V0 engine, whose host loop runs between GPU steps: each step pays it
-# (bench/engine_loop.py).
+# (bench/engine_loop.py). A serving source's `client` (its `source` block) says how its harness reached the engine:
+# `http` (an endpoint, as a plan's clients do) or `in-process`, whose GPU rows pay no request cost
+# (bench/reference_serving.in_process).
 NEURON_INSTANCE_FOR = {"Trainium2": "trn2.48xlarge", "Inferentia2": "inf2.48xlarge", "Trainium": "trn1.32xlarge"}
 CHECKPOINTING = {"none": "none", "selective": "selective", "full": "full"}
 ARCH_FIELDS = set(Architecture.model_fields)

@@ -12,7 +12,6 @@ from bench import reference_serving
 from bench.reference_cases import Row
 from bench.reference_sources import sources
 from planner.hardware.catalog import bundled
-from planner.physics import efficiency
 from planner.physics.performance import decode_step, prefill_s
 from planner.workload.presets import presets
 
