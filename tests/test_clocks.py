@@ -115,8 +115,8 @@ def test_prefill_heavy_rows_on_the_derated_parts_come_in(row_id, metric, bound, 
     (planner/physics/elementwise.py) and read vLLM V0's host loop on the rows that ran it (bench/engine_loop.py: the
     KV stream's share 0.77 -> 0.71) put them as far off on the slow side as the datasheet clock is on the fast side;
     the derating rests on the measured matmul shares above, not on them. The L4 TTFT row
-    keeps a 33% bound: AccelMark's first token comes ~50 ms later than the planner's, whose per-request overhead is
-    fitted on other harnesses (AccelMark is held out; REQUEST_OVERHEAD_S is 0 ms since the rounded roofline)."""
+    keeps a 33% bound: AccelMark's first token (held out) comes ~40 ms later than the planner's, whose HTTP request cost
+    is the measured 4 ms (REQUEST_OVERHEAD_S; 0 ms, fitted on every harness alike, before the ninth session)."""
     from bench import reference_serving
     from bench.reference_cases import Row
 

@@ -6,9 +6,9 @@ variability and a byte count. The fitted ones (bench/calibrate.py PARAMETERS) we
 `python bench/calibrate.py --write` on every source of bench/data/reference.yaml from stated priors;
 `python bench/accuracy.py` reports each source predicted with constants fitted without it (leave-one-source-out).
 The measured ones (GEMM_KERNEL_ROOF, FITTED_PART_GEMM_SHARE, HOPPER_ATTENTION_EFFICIENCY, FP4_GEMM_EFFICIENCY_FACTOR,
-ROOFLINE_SHARPNESS, Hopper's PREFILL_FP8_GEMM_EFFICIENCY_FACTOR) and those held apart from a past fit (Ampere's
-PREFILL_EFFICIENCY_BY_GENERATION, DECODE_GEMM_EFFICIENCY_BY_GENERATION, Ada's FP8 prefill factor) say where they come
-from.
+ROOFLINE_SHARPNESS, REQUEST_OVERHEAD_S, Hopper's PREFILL_FP8_GEMM_EFFICIENCY_FACTOR) and those held apart from a past
+fit (Ampere's PREFILL_EFFICIENCY_BY_GENERATION, DECODE_GEMM_EFFICIENCY_BY_GENERATION, Ada's FP8 prefill factor) say
+where they come from.
 Estimators read them through this module (`efficiency.NAME`), so the calibration can vary them.
 """
 
