@@ -1,7 +1,9 @@
 """The routed-expert GEMM share of MoE decode (efficiency.MOE_GROUPED_GEMM_EFFICIENCY), measured on published vLLM
-benchmark_latency runs of Mixtral at growing batch (bench/data/moe_kernels/), none of them a reference row.
+benchmark_latency runs of Mixtral at growing batch, and the grouped kernel's rate in prefill
+(gemm_shape.GROUPED_GEMM_FACTOR), measured on published benchmark_moe.py timings of one MoE layer's experts
+(bench/data/moe_kernels/), none of them a reference row.
 
-    python bench/moe_kernel_check.py          # the measured share, the committed one, and the check runs
+    python bench/moe_kernel_check.py          # the measured share and factor, the committed ones, and the check runs
 
 Why growth: benchmark_latency times one static batch, prefill and `output_len` decode steps. From the smallest batch
 of a run (8 sequences: Mixtral's top-2 of 8 experts already touches 7.2 experts per layer, so nearly every weight is
@@ -18,6 +20,7 @@ import math
 import statistics
 import sys
 from dataclasses import dataclass
+from types import SimpleNamespace
 from pathlib import Path
 from unittest import mock
 
@@ -25,11 +28,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from planner.hardware.catalog import Catalog, bundled  # noqa: E402
 from planner.physics import efficiency  # noqa: E402
+from planner.hardware.units import BYTES_PER_PARAM  # noqa: E402
 from planner.physics.performance import decode_step, prefill_s, touched_expert_share  # noqa: E402
+from planner.physics.gemm_shape import GROUPED_GEMM_FACTOR, grouped_expert_shapes, routed_groups  # noqa: E402
+from planner.physics.prefill_compute import grouped_gemm_s  # noqa: E402
 from planner.workload.presets import presets  # noqa: E402
 from planner.workload.yamlsafe import load_text  # noqa: E402
 
 RUNS = Path(__file__).resolve().parent / "data" / "moe_kernels" / "vllm-mixtral-batch-latency.yaml"
+KERNEL_RUNS = RUNS.parent / "vllm-fused-moe-kernel-times.yaml"
 # Candidate shares, 0.05 to 1.00 by 0.01; "no extra cost" is the share going to infinity (NO_EXPERT_COST).
 GRID = [round(0.05 + 0.01 * i, 2) for i in range(96)]
 NO_EXPERT_COST = math.inf
@@ -104,14 +111,58 @@ def measured_share(catalog: Catalog) -> float:
     return min(GRID, key=lambda v: _log_loss(growths(catalog, v, "fit")))
 
 
+def kernel_runs(path: Path = KERNEL_RUNS) -> list[dict]:
+    return load_text(path.read_text(), bundled=True)["runs"]
+
+
+def expert_kernel_s(catalog: Catalog, run: dict, tokens: int) -> tuple[float, bool]:
+    """A fused_moe call over `tokens` tokens as prefill runs it (prefill_compute.grouped_gemm_s of the touched experts'
+    gate-up [E, 2N, K] and down [E, K, N] GEMMs at the prefill share), and whether its tiles, not its weight stream,
+    bound it."""
+    layer = SimpleNamespace(is_moe=True, experts=run["experts"], active_experts=run["top_k"],
+                            hidden_size=run["hidden"], ffn_hidden_size=run["intermediate"])
+    accel = catalog.accelerator(run["accelerator"])
+    peak, element_bytes = accel.peak_flops(run["precision"]), BYTES_PER_PARAM[run["precision"]]
+    groups, rows = routed_groups(layer, tokens)
+    shapes = grouped_expert_shapes(layer, rows, run["tp"])
+    seconds = sum(grouped_gemm_s(groups, *shape, accel, peak, element_bytes) for shape in shapes)
+    stream_s = sum(element_bytes * groups * (m * k + k * n + m * n) for m, n, k in shapes) / (
+        accel.memory_bandwidth_gb_s * 1e9)
+    return seconds / efficiency.prefill_efficiency(accel), seconds > 1.001 * stream_s
+
+
+def kernel_errors(catalog: Catalog, use: str) -> list[tuple[int, float]]:
+    """(tokens, predicted ÷ measured - 1) of the `use` runs' compute-bound points."""
+    out = []
+    for run in kernel_runs():
+        if run["use"] != use:
+            continue
+        for tokens, measured_us in run["kernel_us"].items():
+            predicted_s, compute_bound = expert_kernel_s(catalog, run, tokens)
+            if compute_bound:
+                out.append((tokens, predicted_s / (measured_us * 1e-6) - 1))
+    return out
+
+
+def prefill_factor(catalog: Catalog) -> float:
+    """GROUPED_GEMM_FACTOR as the `fit` kernel run measures it: over its compute-bound points, the committed factor
+    times the geometric mean of predicted ÷ measured, to 0.01."""
+    errors = kernel_errors(catalog, "fit")
+    return round(GROUPED_GEMM_FACTOR * math.exp(statistics.fmean(math.log(1 + e) for _, e in errors)), 2)
+
+
 def median_abs_error(rows: list[Growth]) -> float:
     return statistics.median(abs(r.error) for r in rows)
 
 
 def report(catalog: Catalog) -> list[str]:
     measured = measured_share(catalog)
-    lines = [f"routed-expert GEMM share: measured {measured:.2f} on the fit runs, committed "
-             f"{efficiency.MOE_GROUPED_GEMM_EFFICIENCY:.2f}"]
+    lines = [f"grouped kernel's prefill factor: measured {prefill_factor(catalog):.2f} on the fit kernel run, "
+             f"committed {GROUPED_GEMM_FACTOR:.2f}"]
+    lines.extend(f"  {use:<5} {tokens:>5} tokens: predicted {error:+.1%}" for use in ("fit", "check")
+                 for tokens, error in kernel_errors(catalog, use))
+    lines.append(f"routed-expert GEMM share: measured {measured:.2f} on the fit runs, committed "
+                 f"{efficiency.MOE_GROUPED_GEMM_EFFICIENCY:.2f}")
     for label, value in (("without the expert GEMMs", NO_EXPERT_COST), ("at the committed share",
                                                                          efficiency.MOE_GROUPED_GEMM_EFFICIENCY)):
         lines.append(f"{label}:")

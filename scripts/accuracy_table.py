@@ -37,9 +37,16 @@ def _held_out(entry: dict | None) -> str:
     return "— (one source)"
 
 
+def _missed(loso: dict, target: float, signed_target: float) -> str:
+    """Which of issue 25's two targets a class misses held out: its median |error|, or its signed median (±5%)."""
+    if loso["median_abs"] > target:
+        return " (missed)"
+    return " (signed median missed)" if abs(loso["signed_median"]) > signed_target else ""
+
+
 def table_row(bands: dict, platform_label: str, name: str) -> str:
     """One README row: LOSO error, signed median, in-sample, the 80% band and what it holds held out."""
-    from bench.accuracy import SOURCES_APART, TARGETS
+    from bench.accuracy import SIGNED_TARGET, SOURCES_APART, TARGETS
 
     platform = {v: k for k, v in PLATFORMS.items()}[platform_label]
     metric = {v: k for k, v in NAMES.items()}[name]
@@ -51,7 +58,7 @@ def table_row(bands: dict, platform_label: str, name: str) -> str:
     if entry and entry.get("offset_s"):  # bench/accuracy.py OFFSET_METRICS: the band is on measured ÷ (predicted + a)
         band += f" of (predicted + {entry['offset_s'] * 1e3:.0f} ms)"
     held = _held_out(entry)
-    target = f"≤ {TARGETS[metric]:.0%}" + (" (missed)" if loso["median_abs"] > TARGETS[metric] else "")
+    target = f"≤ {TARGETS[metric]:.0%}" + _missed(loso, TARGETS[metric], SIGNED_TARGET)
     return (f"| {platform_label} | {name} | {loso['rows']} ({loso['sources']}) | **{loso['median_abs']:.1%}** | "
             f"{loso['signed_median']:+.1%} | {in_sample['median_abs']:.1%} | {band} | {held} | {target} |")
 

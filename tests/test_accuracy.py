@@ -33,7 +33,7 @@ def test_in_sample_figures_are_the_committed_constants(stored, catalog):
         assert stored["in_sample"][f"{platform}/{metric}"]["median_abs"] == pytest.approx(entry["median_abs"], abs=1e-4)
 
 
-@pytest.mark.parametrize("platform,metric,stated", [("b200", "serving tokens/s", 0.0810), ("b200", "training TFLOP/s", 0.0409), ("gpu", "ITL", 0.0626), ("gpu", "TTFT", 0.1804), ("gpu", "serving tokens/s", 0.0830), ("gpu", "training TFLOP/s", 0.0889), ("gpu", "training peak memory", 0.0899), ("lora", "training peak memory", 0.0477), ("moe", "ITL", 0.0742), ("moe", "TTFT", 0.4280), ("moe", "serving tokens/s", 0.1168), ("neuron", "ITL", 0.0928), ("neuron", "TTFT", 0.1913), ("neuron", "serving tokens/s", 0.0926), ("neuron", "training sequences/s", 0.0814), ("nim-one-client", "ITL", 0.0663), ("nim-one-client", "TTFT", 0.0897), ("nim-one-client", "serving tokens/s", 0.0658), ("sweep", "ITL", 0.0977), ("sweep", "TTFT", 0.0685), ("sweep", "serving tokens/s", 0.0834), ("trainium2", "ITL", 0.4327), ("trainium2", "TTFT", 0.2956), ("trainium2", "serving tokens/s", 0.2687)])
+@pytest.mark.parametrize("platform,metric,stated", [("b200", "serving tokens/s", 0.0810), ("b200", "training TFLOP/s", 0.0409), ("gpu", "ITL", 0.0578), ("gpu", "TTFT", 0.1791), ("gpu", "serving tokens/s", 0.0800), ("gpu", "training TFLOP/s", 0.0889), ("gpu", "training peak memory", 0.0899), ("lora", "training peak memory", 0.0477), ("moe", "ITL", 0.0762), ("moe", "TTFT", 0.4361), ("moe", "serving tokens/s", 0.0758), ("neuron", "ITL", 0.0928), ("neuron", "TTFT", 0.1913), ("neuron", "serving tokens/s", 0.0926), ("neuron", "training sequences/s", 0.0814), ("nim-one-client", "ITL", 0.0663), ("nim-one-client", "TTFT", 0.0897), ("nim-one-client", "serving tokens/s", 0.0658), ("sweep", "ITL", 0.0977), ("sweep", "TTFT", 0.0707), ("sweep", "serving tokens/s", 0.0840), ("trainium2", "ITL", 0.4327), ("trainium2", "TTFT", 0.2956), ("trainium2", "serving tokens/s", 0.2687)])
 def test_loso_errors_are_what_the_readme_states(stored, platform, metric, stated):
     """The honest error per class (README, accuracy table); the target is TARGETS[metric]."""
     assert stored["loso"][f"{platform}/{metric}"]["median_abs"] == pytest.approx(stated, abs=0.001)
@@ -114,3 +114,13 @@ def test_readme_accuracy_table_is_the_stored_summary(stored):
     platform_of, metric_of = ({v: k for k, v in table.items()} for table in (PLATFORMS, NAMES))
     shown = {f"{platform_of[m.group(1)]}/{metric_of[m.group(2).strip()]}" for _, m in rows}
     assert {k for k in stored["loso"] if k.split("/", 1)[0] in PLATFORMS and k.split("/", 1)[1] in NAMES} <= shown
+
+
+def test_the_table_marks_a_missed_signed_median_as_well_as_a_missed_error():
+    """Issue 25 has two targets a class must meet held out: its median |error| and its signed median within ±5%. The MoE
+    tokens/s class meets the first (7.6%) and misses the second (-6.4%): the table says so, not just "≤ 10%"."""
+    from scripts.accuracy_table import _missed
+
+    assert _missed({"median_abs": 0.076, "signed_median": -0.064}, 0.10, 0.05) == " (signed median missed)"
+    assert _missed({"median_abs": 0.179, "signed_median": -0.030}, 0.12, 0.05) == " (missed)"
+    assert _missed({"median_abs": 0.080, "signed_median": 0.020}, 0.10, 0.05) == ""

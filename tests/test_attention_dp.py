@@ -68,8 +68,9 @@ def test_decode_at_64_sequences_is_faster_with_dp_attention(arch, catalog):
     # 1.112 before the rounded roofline, 1.098 before the GDDR refit, 1.109 before the PCIe-collectives refit, 1.140
     # before the fourth issue-25 refit, 1.144 before the routed experts' grouped GEMMs (both layouts pay them, spread
     # over the same 8 GPUs), 1.141 before the weight stream's share and per-kernel cost were measured, 1.121 while TP
-    # paid a fitted barrier skew
-    assert dp.output_tokens_per_s_per_replica / tp.output_tokens_per_s_per_replica == pytest.approx(1.107, abs=0.01)
+    # paid a fitted barrier skew, 1.107 before a prompt's experts ran as grouped GEMMs (TP 8 prefills each prompt's
+    # 256 experts over all its tokens, DP attention one rank's prompt)
+    assert dp.output_tokens_per_s_per_replica / tp.output_tokens_per_s_per_replica == pytest.approx(1.129, abs=0.01)
     plan = plan_workload(workload(**_spec(64)), catalog)
     assert plan.layout.attention_data_parallel == 8 and plan.choice.nodes == 1
 

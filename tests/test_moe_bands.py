@@ -39,12 +39,14 @@ def test_the_moe_band_holds_the_moe_runs_and_is_never_narrower_than_the_gpu_one(
     # per-kernel cost were measured (the GPU band moved from 0.77-1.19 to 0.74-1.19), 35 before each MoE layer's router
     # paid its GEMM tail (performance.weight_gemms_per_step), 36 before its token-sorting kernel; 35 before every serving
     # source weighed the same in the fit (the GPU band 0.83-1.19 -> 0.78-1.18), 36 before a fit read every row of a
-    # source (the GPU band 0.78-1.18 -> 0.81-1.14)
-    assert _inside(rows, gpu["q10"], gpu["q90"]) == pytest.approx(35 / 44)
+    # source (the GPU band 0.78-1.18 -> 0.81-1.14), 35 before a prompt's experts ran as grouped GEMMs (trtllm-bench's
+    # long-prompt Mixtral-8x22B runs, fast before, now inside; its decode-heavy ones slower still)
+    assert _inside(rows, gpu["q10"], gpu["q90"]) == pytest.approx(33 / 44)
     # drawn from the held-out residuals, it holds 39 of the 44 rows at the committed constants (issue 25: >= 75%; 39
     # before the stream was measured, 37 before the routers' tails, 38 before their token-sorting kernels, 39 before
-    # every serving source weighed the same, 38 before the HTTP request cost was measured)
-    assert _inside(rows, moe["q10"], moe["q90"]) == pytest.approx(39 / 44)
+    # every serving source weighed the same, 38 before the HTTP request cost was measured, 39 before a prompt's experts
+    # ran as grouped GEMMs)
+    assert _inside(rows, moe["q10"], moe["q90"]) == pytest.approx(38 / 44)
     # the MoE rows straddle the estimate: some run faster than it (TensorRT-LLM's offline Mixtral-8x22B up to x1.41)
     assert moe["percentiles"][0] < 1 < moe["percentiles"][1]
     # its own percentiles, joined with the GPU band: never narrower than a dense plan's

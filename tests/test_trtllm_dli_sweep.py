@@ -75,22 +75,24 @@ def _figures(rows) -> dict[str, tuple[float, float]]:
 
 
 def test_the_sweep_is_never_fitted_and_its_held_out_errors_are_the_readmes():
-    """Kept out of the serving fit, and out of the prefill fit of its own fold: median |error| tokens/s 8.3%, first
-    token 6.8% (+0.2%), inter-token latency 9.8% (README, accuracy: the full fold 8.3%, 6.8% and 9.8%). 8.3%, 9.4%
+    """Kept out of the serving fit, and out of the prefill fit of its own fold: median |error| tokens/s 8.4%, first
+    token 7.1% (+0.8%), inter-token latency 9.8% (README, accuracy: the full fold 8.4%, 7.1% and 9.8%; 8.3%, 6.8%
+    (+0.2%) and 9.8% before a prompt's experts ran as grouped GEMMs, its Mixtral batches' prompts later). 8.3%, 9.4%
     (+5.6%) and 9.8% before the HTTP request cost was measured (its fold's prefill share 0.60 -> 0.66). 7.8%,
     12.1% (+8.4%) and 9.1% before Hopper's prefill share was fitted on Hopper first tokens (0.47 -> 0.65, FP8 at the
     measured 0.90 of it, and the serving refit that followed: KV share 0.84 -> 0.78); 7.7%, 11.9% (+9.5%) and 9.2% while
     a fit read 20 rows a source, 8.8%, 12.1% and 9.9% before every serving source weighed the same in it. In sample, with
-    the share its own first tokens helped fit, its first token is 6.8% (7.1% before). Its one-sequence Llama 2 70B steps set the one
+    the share its own first tokens helped fit, its first token is 7.1% (6.8% before the grouped GEMMs, 7.1% before the
+    HTTP cost). Its one-sequence Llama 2 70B steps set the one
     constant of planner/physics/unsplit_attention.py (bench/attention_check.py), so its inter-token latencies are not a
     held-out check of that one."""
     assert SOURCE in calibrate.EVALUATED_ONLY_SOURCES
     figures = _figures(_held_out_rows())
-    assert figures["serving tokens/s"][0] == pytest.approx(0.083, abs=0.003)
-    assert figures["TTFT"] == pytest.approx((0.068, 0.002), abs=0.003)
+    assert figures["serving tokens/s"][0] == pytest.approx(0.084, abs=0.003)
+    assert figures["TTFT"] == pytest.approx((0.071, 0.008), abs=0.003)
     assert figures["ITL"][0] == pytest.approx(0.098, abs=0.003)
     in_sample = _figures([r for r in all_rows(bundled()) if r.source == SOURCE])
-    assert in_sample["TTFT"] == pytest.approx((0.068, 0.002), abs=0.003)
+    assert in_sample["TTFT"] == pytest.approx((0.071, 0.008), abs=0.003)
 
 
 def test_the_sweep_is_reported_apart_and_no_band_a_plan_reads_is_drawn_from_it():
@@ -138,9 +140,10 @@ def test_the_residuals_script_points_at_mixtral_and_the_h100_context_phase():
 
 def test_the_plans_bands_hold_the_sweep_they_were_never_drawn_from():
     """A blind check of the 80% bands (issue 25: a band must hold at least 75% of a source it never saw): the GPU bands
-    hold 89.0% of the sweep's dense tokens/s, 82.2% of its first tokens (on predicted + the band's offset) and 92.8% of
-    its inter-token latencies, read with the share its own fold fitted; the MoE band holds 56.4% of its Mixtral
-    tokens/s, short of 75% (README). (88.6%, 83.4%, 91.3% and 53.8% before the HTTP request cost was measured; 90.4%,
+    hold 89.7% of the sweep's dense tokens/s, 84.2% of its first tokens (on predicted + the band's offset) and 92.2% of
+    its inter-token latencies, read with the share its own fold fitted; the MoE band holds 63.5% of its Mixtral
+    tokens/s, short of 75% (README). (89.0%, 82.2%, 92.8% and 56.4% before a prompt's experts ran as grouped GEMMs;
+    88.6%, 83.4%, 91.3% and 53.8% before the HTTP request cost was measured; 90.4%,
     79.5%, 92.8% and 57.1% before Hopper's prefill share was fitted; 93.6%, 79.0%,
     92.8% and 61.5% while a fit read 20 rows a source; 90.9%, 80.1%, 92.5% and 62.8% before every serving source weighed
     the same in the fit.)"""
@@ -153,7 +156,7 @@ def test_the_plans_bands_hold_the_sweep_they_were_never_drawn_from():
         return stored_band_share(classes[key], selected)
 
     tokens = [r for r in rows if r.metric == "serving tokens/s"]
-    assert inside("gpu/serving tokens/s", [r for r in tokens if not r.moe]) == pytest.approx(0.890, abs=0.002)
-    assert inside("moe/serving tokens/s", [r for r in tokens if r.moe]) == pytest.approx(0.564, abs=0.002)
-    assert inside("gpu/TTFT", [r for r in rows if r.metric == "TTFT"]) == pytest.approx(0.822, abs=0.002)
-    assert inside("gpu/ITL", [r for r in rows if r.metric == "ITL"]) == pytest.approx(0.928, abs=0.002)
+    assert inside("gpu/serving tokens/s", [r for r in tokens if not r.moe]) == pytest.approx(0.897, abs=0.002)
+    assert inside("moe/serving tokens/s", [r for r in tokens if r.moe]) == pytest.approx(0.635, abs=0.002)
+    assert inside("gpu/TTFT", [r for r in rows if r.metric == "TTFT"]) == pytest.approx(0.842, abs=0.002)
+    assert inside("gpu/ITL", [r for r in rows if r.metric == "ITL"]) == pytest.approx(0.922, abs=0.002)

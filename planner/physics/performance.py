@@ -16,6 +16,7 @@ from planner.hardware.catalog import Accelerator, InstanceType
 from planner.physics.closed_loop import prefill_wait_s
 from planner.physics.collectives import inter_node_bytes_per_s, intra_node_bytes_per_s, intra_node_ring_s
 from planner.physics.elementwise import elementwise_s
+from planner.physics.gemm_shape import touched_expert_share
 from planner.physics.expert_parallel import all_to_all_s, routed_active_params, routed_expert_bytes, tokens_per_node
 from planner.physics.memory import (attention_padding_params, kv_bytes_per_sequence, kv_shard_fraction,
                                     lookup_weight_bytes, sharded_weight_bytes, streamed_weight_bytes)
@@ -25,16 +26,6 @@ from planner.physics.prefix import prefix_cached_tokens
 from planner.physics.speculative import Speculation, seconds_per_token
 from planner.physics.unsplit_attention import unsplit_attention_s
 from planner.hardware.units import BYTES_PER_PARAM, attention_precision, compute_precision
-
-
-def touched_expert_share(arch: Architecture, batch: int) -> float:
-    """Share of the E routed experts that `batch` independently routed tokens touch per layer, k each: 1 - (1 - k/E)^b
-    (1 for a model whose every expert runs for every token). E is `experts`, the routed ones: shared experts sit beside
-    them and run for every token (models.yaml; expert_parallel.routed_expert_share)."""
-    k = arch.active_experts
-    if not arch.is_moe or k >= arch.experts:
-        return 1.0
-    return 1 - (1 - k / arch.experts) ** batch
 
 
 def moe_weight_bytes_read(arch: Architecture, precision: str, batch: int) -> float:
