@@ -136,8 +136,8 @@ ROOFLINE_SHARPNESS = 3.0
 # benchmark_latency runs of Mixtral-8x22B on A100-80GB at TP 4 and TP 8, the latency's growth from batch 8 to 16 and
 # 32 (bench/moe_kernel_check.py: within 10% at 0.23, 27-59% short without it; 0.22 before the decode refit that read
 # LMDeploy's first tokens as TurboMind emits them). Checked on PR #3240 (Mixtral-8x7B, TP 2, A100) and PR #2542
-# (TP 8, H100), which took no part: growth from batch 8 to 64 short by 18-60% at 0.23, 26-63% without (median 39.5%
-# against 44.4%); what else grows with their 1,000-token prompts is not explained.
+# (TP 8, H100), which took no part: since their 1,000-token prompts' experts run as grouped GEMMs (gemm_shape), #3240's
+# growth to batch 64 within 5%, #2542's 56-61% short (median 30.2% against 35.5% without the share).
 MOE_GROUPED_GEMM_EFFICIENCY = 0.21
 # The kernel that sorts a MoE layer's tokens by expert for the grouped GEMMs (vLLM's and SGLang's moe_align_block_size),
 # once per MoE layer per step. Measured, not fitted: 7.168 us at one token, 16 experts, top-2 (vLLM PR #29642's kernel

@@ -5,7 +5,9 @@ M = the tokens prefilled together. It sustains a share of dense peak per CUDA ge
 (efficiency.PREFILL_EFFICIENCY_BY_GENERATION, its priors the training rows' GEMM share: Hopper reaches
 a lower share of its higher peak than Ampere), times the tile/wave and roofline factor of its forward
 GEMMs (NVIDIA Deep Learning Performance Guide, "Matrix Multiplication Background"): a 128-token prompt's
-GEMMs sit near the HBM roof, a few-hundred-token one's lose part of a last wave.
+GEMMs sit near the HBM roof, a few-hundred-token one's lose part of a last wave. A MoE layer's routed experts run as
+grouped GEMMs, each touched expert over its share of the tokens, at the grouped kernel's measured share of that rate
+(gemm_shape.forward_gemms, GROUPED_GEMM_FACTOR).
 
 The attention core (QKᵀ and P·V, causal: half of 4·s²·heads·head_dim per layer) runs FlashAttention's
 forward in 16-bit whatever the weights' precision; FlashAttention-2 reaches 50-73% of A100's dense
