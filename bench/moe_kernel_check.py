@@ -30,8 +30,8 @@ from planner.hardware.catalog import Catalog, bundled  # noqa: E402
 from planner.physics import efficiency  # noqa: E402
 from planner.hardware.units import BYTES_PER_PARAM  # noqa: E402
 from planner.physics.performance import decode_step, prefill_s, touched_expert_share  # noqa: E402
-from planner.physics.gemm_shape import GROUPED_GEMM_FACTOR, grouped_expert_shapes, routed_groups  # noqa: E402
-from planner.physics.prefill_compute import grouped_gemm_s  # noqa: E402
+from planner.physics.gemm_shape import (GROUPED_GEMM_FACTOR, SMS, grouped_expert_shapes,  # noqa: E402
+                                        grouped_gemm_time_s, routed_groups)
 from planner.workload.presets import presets  # noqa: E402
 from planner.workload.yamlsafe import load_text  # noqa: E402
 
@@ -116,19 +116,22 @@ def kernel_runs(path: Path = KERNEL_RUNS) -> list[dict]:
 
 
 def expert_kernel_s(catalog: Catalog, run: dict, tokens: int) -> tuple[float, bool]:
-    """A fused_moe call over `tokens` tokens as prefill runs it (prefill_compute.grouped_gemm_s of the touched experts'
+    """A fused_moe call over `tokens` tokens as prefill runs it (gemm_shape.grouped_gemm_time_s of the touched experts'
     gate-up [E, 2N, K] and down [E, K, N] GEMMs at the prefill share), and whether its tiles, not its weight stream,
-    bound it."""
+    bound it (its time is its math's alone)."""
     layer = SimpleNamespace(is_moe=True, experts=run["experts"], active_experts=run["top_k"],
                             hidden_size=run["hidden"], ffn_hidden_size=run["intermediate"])
     accel = catalog.accelerator(run["accelerator"])
     peak, element_bytes = accel.peak_flops(run["precision"]), BYTES_PER_PARAM[run["precision"]]
     groups, rows = routed_groups(layer, tokens)
     shapes = grouped_expert_shapes(layer, rows, run["tp"])
-    seconds = sum(grouped_gemm_s(groups, *shape, accel, peak, element_bytes) for shape in shapes)
-    stream_s = sum(element_bytes * groups * (m * k + k * n + m * n) for m, n, k in shapes) / (
-        accel.memory_bandwidth_gb_s * 1e9)
-    return seconds / efficiency.prefill_efficiency(accel), seconds > 1.001 * stream_s
+
+    def seconds(bandwidth_gb_s: float) -> float:
+        return sum(grouped_gemm_time_s(groups, *shape, SMS.get(accel.name), bandwidth_gb_s, peak, element_bytes)
+                   for shape in shapes)
+
+    total = seconds(accel.memory_bandwidth_gb_s)
+    return total / efficiency.prefill_efficiency(accel), math.isclose(seconds(math.inf), total)
 
 
 def kernel_errors(catalog: Catalog, use: str) -> list[tuple[int, float]]:

@@ -48,11 +48,14 @@ def test_the_quoted_moe_prompts_come_nearer_what_was_measured(catalog, monkeypat
 
 def test_a_moe_layers_experts_are_grouped_gemms_over_their_routed_rows():
     mixtral, llama = presets()["mixtral-8x7b"], presets()["llama-3-8b"]
-    gemms = forward_gemms(mixtral, 1024, 2)
+    dense, grouped = forward_gemms(mixtral, 1024, 2)
     # attention's QKV and output over every token; 8 experts' gate-up (2 x 14336 / 2 wide) and down over 1024 x 2 / 8
-    assert gemms[:2] == [(1, m, n, k) for m, n, k in layer_gemms(mixtral, 1024, 2)[:2]]
-    assert gemms[2:] == [(8, 256, 14336, 4096), (8, 256, 4096, 7168)]
-    assert forward_gemms(llama, 512, 1) == [(1, m, n, k) for m, n, k in layer_gemms(llama, 512, 1)]
+    assert dense == layer_gemms(mixtral, 1024, 2)[:2]
+    assert grouped == [(8, 256, 14336, 4096), (8, 256, 4096, 7168)]
+    assert forward_gemms(llama, 512, 1) == (layer_gemms(llama, 512, 1), [])
+    # DeepSeekMoE-16B's two shared experts run for every token as one dense MLP twice an expert's width
+    dense, grouped = forward_gemms(presets()["deepseek-moe-16b"], 512, 1)
+    assert dense[2:] == [(512, 2816, 2048), (512, 2048, 2816)] and grouped[0][0] == 64
 
 
 def test_a_few_tokens_run_only_the_experts_they_touch():

@@ -113,19 +113,21 @@ def layer_gemms(arch: Architecture, tokens: int, tp: int) -> list[tuple[int, int
             (tokens, max(1, f // tp), h), (tokens, h, max(1, f // tp))]
 
 
-def forward_gemms(arch: Architecture, tokens: int, tp: int) -> list[tuple[int, int, int, int]]:
-    """(groups, M, N, K) of one layer's forward GEMMs over `tokens` prompt tokens: layer_gemms for a dense model. A MoE
-    layer's routed experts run as one grouped GEMM per projection (vLLM's fused_moe, TensorRT-LLM's MoE plugin), each
-    touched expert over its share of the tokens' routings (an even router's) and its own weights (routed_groups); shared
-    experts run for every token."""
+def forward_gemms(arch: Architecture, tokens: int,
+                  tp: int) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int, int]]]:
+    """One layer's forward GEMMs over `tokens` prompt tokens: the dense ones' (M, N, K), layer_gemms for a dense model,
+    and the grouped ones' (groups, M, N, K). A MoE layer's routed experts run as one grouped GEMM per projection (vLLM's
+    fused_moe, TensorRT-LLM's MoE plugin), each touched expert over its share of the tokens' routings (an even
+    router's) and its own weights (routed_groups); its shared experts run for every token as one MLP of their summed
+    width (DeepSeekMoE's shared_experts module)."""
     dense = layer_gemms(arch, tokens, tp)
     if not arch.is_moe:
-        return [(1, m, n, k) for m, n, k in dense]
-    attention, mlp = dense[:2], dense[2:]
+        return dense, []
     groups, rows = routed_groups(arch, tokens)
     routed = [(groups, m, n, k) for m, n, k in grouped_expert_shapes(arch, rows, tp)]
-    shared = [(arch.shared_experts, m, n, k) for m, n, k in mlp] if arch.shared_experts else []
-    return [(1, m, n, k) for m, n, k in attention] + routed + shared
+    width = max(1, arch.shared_experts * arch.ffn_hidden_size // tp)
+    shared = [(tokens, width, arch.hidden_size), (tokens, arch.hidden_size, width)] if arch.shared_experts else []
+    return dense[:2] + shared, routed
 
 
 def passes(m: int, n: int, k: int) -> tuple[tuple[int, int, int], ...]:

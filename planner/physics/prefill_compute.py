@@ -38,22 +38,14 @@ def forward_gemm_factor(arch: Architecture, tokens: int, tp: int, accel: Acceler
                         element_bytes: float) -> float:
     """Achieved ÷ ideal rate of one layer's forward GEMMs (QKV, attention output, MLP up, MLP down) with
     M = `tokens` (a MoE layer's experts grouped, each over its routed share: gemm_shape.forward_gemms),
-    FLOP-weighted: gemm_shape.gemm_time_s of each at the per-shape tile above."""
-    work = time = 0.0
-    for groups, m, n, k in forward_gemms(arch, max(1, int(tokens)), tp):
-        work += 2.0 * groups * m * n * k
-        time += grouped_gemm_s(groups, m, n, k, accel, peak_flops, element_bytes)
-    return work / peak_flops / time if time else 1.0
-
-
-def grouped_gemm_s(groups: int, m: int, n: int, k: int, accel: Accelerator, peak_flops: float,
-                   element_bytes: float) -> float:
-    """Seconds of `groups` M×K·K×N GEMMs at `peak_flops` before the prefill share: one dense GEMM (groups = 1) at the
-    tiles above, or a MoE layer's experts in one grouped kernel (gemm_shape.grouped_gemm_time_s)."""
+    FLOP-weighted: gemm_shape.gemm_time_s of each at the per-shape tile above, a grouped one's at
+    gemm_shape.grouped_gemm_time_s."""
     sms, bandwidth = SMS.get(accel.name), accel.memory_bandwidth_gb_s
-    if groups == 1:
-        return gemm_time_s(m, n, k, sms, bandwidth, peak_flops, element_bytes, TILES)
-    return grouped_gemm_time_s(groups, m, n, k, sms, bandwidth, peak_flops, element_bytes)
+    dense, grouped = forward_gemms(arch, max(1, int(tokens)), tp)
+    work = 2.0 * (sum(m * n * k for m, n, k in dense) + sum(g * m * n * k for g, m, n, k in grouped))
+    time = (sum(gemm_time_s(m, n, k, sms, bandwidth, peak_flops, element_bytes, TILES) for m, n, k in dense)
+            + sum(grouped_gemm_time_s(*gemm, sms, bandwidth, peak_flops, element_bytes) for gemm in grouped))
+    return work / peak_flops / time if time else 1.0
 
 
 def prefill_compute_s(arch: Architecture, accel: Accelerator, precision: str, tp: int, tokens: int,
