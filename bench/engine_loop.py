@@ -43,11 +43,12 @@ from __future__ import annotations
 
 # Host seconds of one V0 engine step (schedule, launch, sampled-token sync) whatever its size (fitted: 0.5 ms before the
 # HTTP request cost was measured, 0.9 ms before Hopper's prefill share was fitted on Hopper first tokens, 1 ms while a
-# fit read 20 rows a source).
-SYNCHRONOUS_STEP_HOST_S = 0.0006
+# fit read 20 rows a source, 0.6 ms from a prompt's MoE experts as grouped GEMMs until a prompt's step paid a step's fixed
+# cost and its LM head multiplied its last position only).
+SYNCHRONOUS_STEP_HOST_S = 0.001
 # Host seconds each sequence in a V0 step adds (its scheduling, input metadata and output objects; fitted: 70 us before
-# the HTTP request cost was measured).
-SYNCHRONOUS_SEQUENCE_HOST_S = 6e-05
+# the HTTP request cost was measured, 60 us before a prompt's step paid a step's fixed cost).
+SYNCHRONOUS_SEQUENCE_HOST_S = 5e-05
 # Host seconds to launch one decoder layer's kernels one by one, as V0 ran every step that held a prompt (measured, not
 # fitted: vllm-omni #7960's eager vLLM step, 22.5 ms over 28 layers; the module's docstring).
 EAGER_LAYER_LAUNCH_S = 0.0008

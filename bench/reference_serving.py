@@ -145,7 +145,7 @@ def serving_rows(catalog: Catalog, row_type, platform: str | None = None,
     from planner.physics.closed_loop import convoy, slot_wait_s
     from planner.physics.kv_capacity import resident_sequences, static_batch
     from planner.physics.neuron_serving import compiled_batch_serving, llmperf_itl_s, tgi_transformers_neuronx_shapes
-    from planner.physics.performance import decode_step, prefill_s
+    from planner.physics.performance import decode_step, prefill_s, step_fixed_s
     from planner.physics.replica_serving import replica_estimate
 
     out = []
@@ -171,9 +171,11 @@ def serving_rows(catalog: Catalog, row_type, platform: str | None = None,
             unsplit = r.get("decode_attention") == "unsplit"  # one thread block per sequence and KV head (no split)
             floor = eager_prefill_floor_s(r, arch.layers)  # V0 launched prompts kernel by kernel (0 unless READ_EAGER_PREFILL)
 
-            def prompt_step_s(k: int, tokens: int = prompt) -> float:
-                """A step prefilling k prompts of `tokens` each: the GPU's time, at least the host's eager launches."""
-                return max(prefill_s(arch, accel, w, r["tp"], 1, tokens, itype, prompts=k), floor)
+            def prompt_step_s(k: int, tokens: int = prompt, alone: bool = True) -> float:
+                """A step prefilling k prompts of `tokens` each: the GPU's time, with a step's fixed cost where the
+                prompts run as a step of their own (`alone`), at least the host's eager launches."""
+                fixed = step_fixed_s(arch, accel) if alone else 0.0
+                return max(prefill_s(arch, accel, w, r["tp"], 1, tokens, itype, prompts=k) + fixed, floor)
 
             if neuron and r.get("compiled_batch") and r.get("compiled_sequence_tokens"):  # TGI on transformers-neuronx:
                 # a wave's prompts, then its decode
@@ -225,7 +227,7 @@ def serving_rows(catalog: Catalog, row_type, platform: str | None = None,
                     # `first_token: decoder-step`: the context pass leaves the prompt's last token to the decoder
                     if r.get("first_token") != "decoder-step":
                         return overhead_s + prompt_step_s(k) + host_step_s(r, k)
-                    encode = prompt_step_s(k, prompt - 1) if prompt > 1 else 0.0
+                    encode = prompt_step_s(k, prompt - 1, alone=False) if prompt > 1 else 0.0
                     return overhead_s + encode + step_s(k, prompt)
 
                 waves = static_batch(b, resident_sequences(arch, accel, w, kv, tp, prompt + n // 2), n,

@@ -234,7 +234,8 @@ def test_every_fit_weighs_every_source_the_same(catalog):
     (HBM share 0.76 with 80 us a collective, 0.41 with none) between which a held-out source tipped: philschmid's
     fold landed in the second. Weighed by source, with the PyTorch blog's one-chip runs fitted, it lands beside the
     full fit (docs/calibration-log.md, sixth session): at its 0.67 and 85 us while the fit read every other of
-    optimum-neuron's rows, at 0.72 and 90 us since it reads all of them (the full fit stays at 0.67 and 85 us)."""
+    optimum-neuron's rows, at 0.72 and 90 us since it reads all of them (the full fit stays at 0.67 and 85 us); at 0.73
+    and 90 us since a prompt's LM head multiplies its last position only (the full fit at 0.67 and 80 us)."""
     for platform, group in (("neuron", "serving"), ("gpu", "serving"), ("neuron", "training")):
         rows = all_rows(catalog, platform, group, calibrate.EVALUATED_ONLY_SOURCES,
                         calibrate.EVALUATED_ONLY)
@@ -245,7 +246,7 @@ def test_every_fit_weighs_every_source_the_same(catalog):
     with calibrate.restored():
         fold = calibrate.fit(without="philschmid-llmperf-a10g-inf2", platforms=("neuron",))
     assert (fold["NEURON_MEMORY_BANDWIDTH_EFFICIENCY"], fold["NEURON_COLLECTIVE_LATENCY_S"]) == pytest.approx(
-        (0.72, 90e-6))
+        (0.73, 90e-6))
 
 
 def test_hoppers_prefill_share_is_fitted_on_hopper_first_tokens_of_every_source_but_the_held_out(catalog, monkeypatch):
@@ -268,7 +269,9 @@ def test_the_sweep_held_out_reads_hoppers_16_bit_prefill_within_a_tenth(catalog)
     long 16-bit first tokens come within 3% (-0.3% at 0.60) until the HTTP request cost was measured: the sources
     left to place the share are all served over HTTP, and with their 4 ms charged they place it at 0.66, where the
     sweep's, measured inside the engine, come 8.4% early (its first tokens as a whole 9.4% -> 6.8%, signed +5.6% ->
-    +0.2%: its FP8 ones wanted more than 0.60 x 0.90; the next lead, docs/calibration-log.md)."""
+    +0.2%: its FP8 ones wanted more than 0.60 x 0.90; the next lead, docs/calibration-log.md). Since a prompt's LM head
+    multiplies its last position only (fewer FLOPs a prompt) and its step pays a step's fixed cost, the held-out share is
+    0.65 and these come 5.8% early."""
     from statistics import median
 
     from bench.hopper_prefill_check import prompt_tokens
@@ -282,5 +285,5 @@ def test_the_sweep_held_out_reads_hoppers_16_bit_prefill_within_a_tenth(catalog)
                 and r.metric == "TTFT" and r.accelerator in calibrate.PREFILL_PARTS and " fp8 " not in r.setup
                 and prompt_tokens(r.setup) >= 1000]
     assert len(rows) == 101 and abs(held_out_share - committed) <= 0.06
-    assert median(r.error for r in rows) == pytest.approx(-0.084, abs=0.01)
+    assert median(r.error for r in rows) == pytest.approx(-0.058, abs=0.01)
     assert efficiency.PREFILL_EFFICIENCY_BY_GENERATION["9"] == committed

@@ -16,7 +16,7 @@ from bench.reference_sources import sources
 from planner.hardware.catalog import bundled
 from planner.physics import efficiency
 from planner.physics.kv_capacity import resident_sequences, static_batch
-from planner.physics.performance import decode_step, prefill_s
+from planner.physics.performance import decode_step, prefill_s, step_fixed_s
 from planner.physics.replica_serving import replica_estimate
 from planner.workload.presets import presets
 
@@ -76,7 +76,8 @@ def test_a_static_batch_pays_the_loop_on_its_prefill_step_and_every_decode_step(
                 + engine_loop.host_step_s(row, k))
 
     def first_token_s(k: int) -> float:
-        return (prefill_s(arch, a100, "bf16", 1, 1, prompt, itype, prompts=k)  # vLLM's offline script: no HTTP
+        # vLLM's offline script: no HTTP; the prompts' own step pays a step's fixed cost (performance.step_fixed_s)
+        return (prefill_s(arch, a100, "bf16", 1, 1, prompt, itype, prompts=k) + step_fixed_s(arch, a100)
                 + engine_loop.host_step_s(row, k))
 
     waves = static_batch(batch, resident_sequences(arch, a100, "bf16", "bf16", 1, prompt + output // 2), output,

@@ -74,13 +74,15 @@ def test_prefill_removes_exactly_the_cached_work():
 
     # the new tokens' GEMMs run at their own shape's rate (planner/physics/prefill_compute.py), attention at the share,
     # and each new token's norms, residual adds and activation stream through HBM (planner/physics/elementwise.py)
-    linear = 2 * arch.matmul_params_per_token  # the input embedding is a lookup, not a GEMM
+    # the input embedding is a lookup, not a GEMM; the LM head multiplies the prompt's last position only
+    linear, head = 2 * (arch.matmul_params_per_token - arch.head_params), 2 * arch.head_params
     attention = 2 * arch.layers * arch.attention_heads * arch.head_dim
     shape = {t: forward_gemm_factor(arch, t, 1, accel, accel.peak_flops("bf16"), 2) for t in (16000, 32000)}
     rate = accel.peak_flops("bf16") * efficiency.prefill_efficiency(accel)
     per_token_s = elementwise_bytes_per_token(arch, 1, accel) / efficiency.effective_bandwidth(accel, "bf16")
-    expected = (((linear * 16000 / shape[16000] + attention * (32000**2 - 16000**2)) / rate + 16000 * per_token_s)
-                / ((linear * 32000 / shape[32000] + attention * 32000**2) / rate + 32000 * per_token_s))
+    expected = ((((linear * 16000 + head) / shape[16000] + attention * (32000**2 - 16000**2)) / rate
+                 + 16000 * per_token_s)
+                / (((linear * 32000 + head) / shape[32000] + attention * 32000**2) / rate + 32000 * per_token_s))
     # compute-bound at 32k tokens: the weight stream, ~1/70 of the math, rounds the corner (efficiency.roofline_s) by
     # under 1e-5 of a part
     assert half / full == pytest.approx(expected, rel=1e-6)

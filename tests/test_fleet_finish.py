@@ -53,8 +53,9 @@ def test_deepseek_r1_spreads_experts_over_one_p5en_node():
     # source weighed the same in the fit (decode step cost 1.7 -> 1.5 ms); 30.9 ms while the fit read 20 rows a source;
     # 31.0 ms before the refit since Hopper's prefill share is fitted on Hopper first tokens (KV share 0.84 ->
     # 0.78, step cost 1.6 -> 1.8 ms); 31.1 ms before a prompt's 256 experts ran as grouped GEMMs (each decode step
-    # shares the GPUs with the other sequences' 2,000-token prefills)
-    assert plan.performance.inter_token_latency_s == pytest.approx(0.033045, rel=1e-3)
+    # shares the GPUs with the other sequences' 2,000-token prefills); 33.0 ms before a prompt's LM head multiplied its
+    # last position only and the refit that followed (Hopper's prefill share 0.66 -> 0.65)
+    assert plan.performance.inter_token_latency_s == pytest.approx(0.032945, rel=1e-3)
 
 
 def test_deepseek_r1_across_p5_nodes_uses_expert_parallelism_not_pipeline_stages():
@@ -65,8 +66,9 @@ def test_deepseek_r1_across_p5_nodes_uses_expert_parallelism_not_pipeline_stages
         == (2, 1, 16, 16)
     assert layout_text(dp).startswith("attention DP 16 (TP 1 each) × PP 1 × EP 16, 1 replica(s)")
     # 32.8 ms before the refit since Hopper's prefill share is fitted on Hopper first tokens (KV share 0.84 -> 0.78,
-    # step cost 1.6 -> 1.8 ms); 33.0 ms before a prompt's experts ran as grouped GEMMs
-    assert dp.performance.inter_token_latency_s == pytest.approx(0.034166, rel=1e-3)
+    # step cost 1.6 -> 1.8 ms); 33.0 ms before a prompt's experts ran as grouped GEMMs; 34.17 ms before a prompt's LM
+    # head multiplied its last position only
+    assert dp.performance.inter_token_latency_s == pytest.approx(0.034105, rel=1e-3)
     # 0.032704 while the fit read 20 rows a source, 0.032904 before every serving source weighed the same, 0.032486 before the MoE layers' token-sorting kernels, 0.031291 before the MoE layers' router and shared-expert GEMM tails, 0.030931 before the routed experts' grouped GEMMs, 0.030783 before the rounded roofline, 0.030685 before the
     # GDDR refit
     plan = _r1({"instance_types": ["p5.48xlarge"], "deploy_target": "ec2"}, {"tensor_parallel": 8})
@@ -89,10 +91,11 @@ def test_deepseek_r1_across_p5_nodes_uses_expert_parallelism_not_pipeline_stages
     # 41.2 and 47.9 ms before every serving source weighed the same in the fit; 40.9 ms before Hopper's prefill share
     # was fitted on Hopper first tokens (KV share 0.84 -> 0.78, step cost 1.6 -> 1.8 ms); 41.1 and 47.8 ms before a
     # prompt's experts ran as grouped GEMMs (TP 8 splits each of R1's 256 experts 8 ways, ~63 rows each of a 2,000-token
-    # prompt: the decode steps share the GPUs with slower prefills)
-    assert plan.performance.inter_token_latency_s == pytest.approx(0.047007, rel=1e-3)
+    # prompt: the decode steps share the GPUs with slower prefills); 47.01 ms before a prompt's LM head multiplied its
+    # last position only
+    assert plan.performance.inter_token_latency_s == pytest.approx(0.046914, rel=1e-3)
     # 47.3 ms before Hopper's prefill share was fitted on Hopper first tokens (step cost 1.6 -> 1.8 ms)
-    assert pp.performance.inter_token_latency_s == pytest.approx(0.051602, rel=1e-3)
+    assert pp.performance.inter_token_latency_s == pytest.approx(0.051524, rel=1e-3)  # 0.051602 before a prompt's LM head ran once
 
 
 def test_all_to_all_cost_by_hand():

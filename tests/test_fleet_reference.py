@@ -68,13 +68,15 @@ def test_the_2025_26_trainium2_runs_as_far_as_they_are_off(catalog):
     """Two more Trainium2 runs, compared and never fitted. optimum-neuron's Qwen3 32B on one chip (trn2.3xlarge, TP 4
     logical cores, BATCH_SIZE 2, SEQUENCE_LENGTH 4,096, one client; 1,500 tokens in, 251 generated) is read at its one
     compiled shape like the 8B beside it, and is off the same way: first token and step both ~1.5x faster than the
-    shares fitted on Inferentia2 and Trainium say (TTFT 770.9 ms published, 1,155 predicted; ITL 32.1 ms, 49.0). vLLM's
-    Neuron plugin (SDK 2.32) decodes Llama 3.1 8B at TP 8 for two clients within 8% on the same shares. One set of
+    shares fitted on Inferentia2 and Trainium say (TTFT 770.9 ms published, 1,222 predicted; ITL 32.1 ms, 48.3; 1,155
+    and 49.0 before the Neuron refit that followed a prompt's LM head on its last position only: prefill share 0.38 ->
+    0.35, collective 85 -> 80 us). vLLM's Neuron plugin (SDK 2.32) decodes Llama 3.1 8B at TP 8 for two clients within
+    12% on the same shares (8% before that refit). One set of
     Trainium2 constants fitted on these six dense runs still leaves 15% between sources (docs/calibration-log.md)."""
     rows = {(r.id, r.metric): r.error for r in all_rows(catalog) if r.accelerator == "Trainium2"}
     qwen, plugin = "optneuron-vllm-trainium2-qwen3-32b-sync", "vllm-neuron-trn2-llama31-8b-tp8-c2-512-128"
-    assert rows[(qwen, "TTFT")] == pytest.approx(0.499, abs=0.01)
-    assert rows[(qwen, "ITL")] == pytest.approx(0.526, abs=0.01)
-    assert rows[(plugin, "serving tokens/s")] == pytest.approx(0.083, abs=0.01)
-    assert rows[(plugin, "TTFT")] == pytest.approx(-0.040, abs=0.01)
-    assert rows[(plugin, "ITL")] == pytest.approx(-0.077, abs=0.01)
+    assert rows[(qwen, "TTFT")] == pytest.approx(0.585, abs=0.01)
+    assert rows[(qwen, "ITL")] == pytest.approx(0.506, abs=0.01)
+    assert rows[(plugin, "serving tokens/s")] == pytest.approx(0.119, abs=0.01)
+    assert rows[(plugin, "TTFT")] == pytest.approx(-0.047, abs=0.01)
+    assert rows[(plugin, "ITL")] == pytest.approx(-0.108, abs=0.01)

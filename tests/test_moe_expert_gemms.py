@@ -65,9 +65,10 @@ def test_the_fit_runs_growth_is_within_ten_percent_and_was_half_missing_without_
 
 def test_the_check_runs_move_toward_what_was_measured(catalog):
     """Runs that took no part (Mixtral-8x7B at TP 2 on A100 and TP 8 on H100): every point's predicted growth moves
-    toward the measured one, the median |error| 35.5% -> 30.2% at the share 0.21. Since a prompt's experts run as
+    toward the measured one, the median |error| 36.5% -> 31.2% at the share 0.21. Since a prompt's experts run as
     grouped GEMMs (tests/test_moe_prefill.py) the TP 2 run's growth, whose batches prefill 1,000-token prompts, is
-    within 5%; the TP 8 one's stays 56-61% short (48.5% -> 43.2% before, 45.2% -> 39.9% before Hopper's
+    within 7% (5% before a prompt's LM head ran on its last position only and the refit that followed, 35.5% -> 30.2%
+    then); the TP 8 one's stays 56-62% short (48.5% -> 43.2% before, 45.2% -> 39.9% before Hopper's
     prefill share was fitted on Hopper first tokens; 44.4% -> 39.5% at 0.23 before the stream's share and per-kernel
     cost were measured, 44.7% -> 39.6% at 0.22 before the refit that read LMDeploy's first tokens as TurboMind emits
     them); the rest of its growth is not explained."""
@@ -75,9 +76,9 @@ def test_the_check_runs_move_toward_what_was_measured(catalog):
     without = moe_kernel_check.growths(catalog, moe_kernel_check.NO_EXPERT_COST, "check")
     assert len(at) == 6 and [g.batch for g in at] == [16, 32, 64, 16, 32, 64]
     assert all(abs(a.error) < abs(w.error) for a, w in zip(at, without))
-    assert moe_kernel_check.median_abs_error(at) == pytest.approx(0.302, abs=0.002)
-    assert moe_kernel_check.median_abs_error(without) == pytest.approx(0.355, abs=0.002)
-    assert max(abs(g.error) for g in at[:3]) < 0.05
+    assert moe_kernel_check.median_abs_error(at) == pytest.approx(0.312, abs=0.002)
+    assert moe_kernel_check.median_abs_error(without) == pytest.approx(0.365, abs=0.002)
+    assert max(abs(g.error) for g in at[:3]) < 0.07
     assert all(-0.62 < g.error < -0.55 for g in at[3:])
 
 

@@ -80,7 +80,8 @@ def test_a_grouped_kernels_experts_share_their_tile_waves(catalog):
 def test_the_factor_is_the_one_measured_on_the_kernel_run_and_holds_on_another(catalog):
     """Fit: Mixtral-8x7B's experts at TP 2 on H100 (vLLM PR #24700), 1,024 and 1,536 tokens. Check: DeepSeek-V2-Lite's
     64 experts, top-6, on A100 (vLLM PR #40542), which took no part: its 4,096 tokens within 2%."""
-    assert moe_kernel_check.prefill_factor(catalog) == GROUPED_GEMM_FACTOR == 0.71
+    # 0.71 while Hopper's prefill share, which the factor multiplies, was 0.66
+    assert moe_kernel_check.prefill_factor(catalog) == GROUPED_GEMM_FACTOR == 0.72
     fit = moe_kernel_check.kernel_errors(catalog, "fit")
     assert [t for t, _ in fit] == [1024, 1536] and max(abs(e) for _, e in fit) < 0.06
     check = moe_kernel_check.kernel_errors(catalog, "check")

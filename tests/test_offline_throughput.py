@@ -66,15 +66,17 @@ def test_worked_b200_row_lifetime_formula(catalog):
     # refit that fitted Hopper's prefill share on Hopper first tokens (KV share 0.84 -> 0.78, step cost 1.6 -> 1.8 ms)
     assert e.decode_step_s == pytest.approx(0.0308364, rel=1e-5)  # 0.0319367 before the weight stream was measured
     # 46.62686 while Blackwell's prefill took the lowest prefill share (0.47), not its training GEMM share (0.53 x 0.75 /
-    # 0.80); 46.78826 at HBM 0.87, 46.85814 at 0.85 (measured: 0.92)
-    assert e.prefill_s == pytest.approx(44.25681, rel=1e-5)
+    # 0.80); 46.78826 at HBM 0.87, 46.85814 at 0.85 (measured: 0.92); 44.25681 while a prompt's LM head multiplied
+    # every position (each of the 38 prompts now samples its last one only)
+    assert e.prefill_s == pytest.approx(43.89965, rel=1e-5)
     assert e.lifetime_s == pytest.approx(2000 * e.decode_step_s + e.prefill_s)
     assert e.output_tokens_per_s == pytest.approx(38 * 2000 / e.lifetime_s)
-    # published: 665 tokens/s (+7.9%; 714.87 before B200's measured GEMM share and its prefill at its training share,
+    # published: 665 tokens/s (+8.3%; 717.46 while a prompt's LM head multiplied every position, 714.87 before B200's
+    # measured GEMM share and its prefill at its training share,
     # 689.24 while the fit read 20 rows a source, 670.50 before every serving source weighed the same, 693.29 before V0's host loop, 698.62 before the elementwise kernels, 719.63 before the rounded roofline, 724.73
     # before the GDDR refit, 731.75 before the PCIe-collectives refit, 706.30 before the refit that read LMDeploy's
     # first tokens as TurboMind emits them, 686.34 before the weight stream's share and per-kernel cost were measured)
-    assert e.output_tokens_per_s == pytest.approx(717.46, rel=1e-4)
+    assert e.output_tokens_per_s == pytest.approx(719.88, rel=1e-4)
 
 
 def test_b200_rows_are_compared_not_skipped(catalog):

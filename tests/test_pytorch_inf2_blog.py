@@ -46,11 +46,12 @@ def test_the_rows_are_compared_on_tokens_per_s_alone_and_fitted(catalog):
 
 
 def test_one_chip_and_twelve_read_the_weight_stream_and_the_collectives_apart(catalog):
-    """In sample: TP 24 within 2%, TP 2 5.7% (7B) and 11.5% (13B) fast. Before the sixth session's refit (HBM share
+    """In sample: TP 24 within 6%, TP 2 6.8% (7B) and 12.4% (13B) fast (within 2%, 5.7% and 11.5% before the Neuron
+    refit that followed a prompt's LM head on its last position only: a collective 85 -> 80 us). Before the sixth session's refit (HBM share
     0.76, 80 us a collective) the same rows, never fitted, read +16.7%, +9.6%, +23.9% and +10.5%: the share the TP 24-32
     tables had traded against the collective latency was one chip's weight stream read 17-24% fast."""
     errors = {r.id: r.error for r in all_rows(catalog) if r.source == SOURCE}
-    assert errors["PTBLOG-INF2-Llama-2-7b-tp2"] == pytest.approx(0.0565, abs=0.005)
-    assert errors["PTBLOG-INF2-Llama-2-13b-tp2"] == pytest.approx(0.1154, abs=0.005)
-    assert errors["PTBLOG-INF2-Llama-2-7b-tp24"] == pytest.approx(0.0139, abs=0.005)
-    assert errors["PTBLOG-INF2-Llama-2-13b-tp24"] == pytest.approx(0.0195, abs=0.005)
+    assert errors["PTBLOG-INF2-Llama-2-7b-tp2"] == pytest.approx(0.0681, abs=0.005)
+    assert errors["PTBLOG-INF2-Llama-2-13b-tp2"] == pytest.approx(0.1236, abs=0.005)
+    assert errors["PTBLOG-INF2-Llama-2-7b-tp24"] == pytest.approx(0.0571, abs=0.005)
+    assert errors["PTBLOG-INF2-Llama-2-13b-tp24"] == pytest.approx(0.0581, abs=0.005)

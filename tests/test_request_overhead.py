@@ -76,7 +76,9 @@ def test_only_rows_served_over_http_move_with_it(monkeypatch):
 
 def test_nims_short_one_client_prompts_on_h100_are_no_longer_41_percent_early():
     """The quoted case: 24 first tokens of 256 or fewer prompt tokens, one client, read with the prefill share fitted
-    without NIM: -41% at 0 ms, -19% at the measured 4 ms; its A100 ones, which the server cost barely shows on, +7%."""
+    without NIM: -41% at 0 ms, -19% at the measured 4 ms; its A100 ones, which the server cost barely shows on, +7%.
+    Since a prompt's step pays a step's fixed cost and its LM head multiplies its last position only
+    (tests/test_prefill_step.py, tests/test_prefill_logits.py): H100 -3%, A100 +12% (Llama 3 8B at TP 1 the latest)."""
     with calibrate.prefill_held_out(NIM):
         rows = [r for r in reference_serving.serving_rows(bundled(), Row, "gpu")
                 if r.source == NIM and r.metric == "TTFT" and prompt_tokens(r.setup) <= 256]
@@ -85,5 +87,5 @@ def test_nims_short_one_client_prompts_on_h100_are_no_longer_41_percent_early():
         return statistics.median(r.error for r in rows if r.accelerator == part)
 
     assert len(rows) == 36
-    assert signed("H100-SXM-80GB") == pytest.approx(-0.19, abs=0.02)
-    assert signed("A100-80GB") == pytest.approx(0.07, abs=0.02)
+    assert signed("H100-SXM-80GB") == pytest.approx(-0.033, abs=0.02)
+    assert signed("A100-80GB") == pytest.approx(0.116, abs=0.02)

@@ -110,7 +110,8 @@ def _figures(rows) -> dict[str, tuple[float, float]]:
 def test_nims_one_client_runs_are_never_fitted_and_predicted_within_the_readmes_figures(monkeypatch):
     """72 runs, every one predicted by constants that never saw the source (the serving fit never reads it; Hopper's
     prefill share, whose group reads its Hopper first tokens, refitted without it: 0.65 as with it; the block time is
-    measured on the other sweep): tokens/s 6.6%, first token 9.0% (-6.5%), inter-token latency 6.6% (first token 8.7%,
+    measured on the other sweep): tokens/s 6.6%, first token 6.5% (-2.8%), inter-token latency 6.6% (first token 9.0%,
+    -6.5%, before a prompt's step paid a step's fixed cost and its LM head ran on its last position only; 8.7%,
     -5.8%, before a prompt's experts ran as grouped GEMMs: the fold's prefill share 0.65 -> 0.66; first token 12.1%,
     -12.1%, before a request served over HTTP paid the measured 4 ms; 7.5%, 13.2% (-5.2%) and 7.3% before Hopper's prefill share was fitted on Hopper first
     tokens and the serving refit that followed, KV share 0.84 -> 0.78; 8.1%, 12.4% and 8.1% while a fit read 20 rows a
@@ -123,7 +124,7 @@ def test_nims_one_client_runs_are_never_fitted_and_predicted_within_the_readmes_
     assert len(rows) == 216
     figures = _figures(rows)
     assert figures["serving tokens/s"][0] == pytest.approx(0.065, abs=0.003)
-    assert figures["TTFT"] == pytest.approx((0.090, -0.065), abs=0.003)
+    assert figures["TTFT"] == pytest.approx((0.065, -0.028), abs=0.003)
     assert figures["ITL"] == pytest.approx((0.066, -0.049), abs=0.003)
     assert without["ITL"] == pytest.approx((0.120, -0.117), abs=0.003)
     assert without["serving tokens/s"][0] == pytest.approx(0.132, abs=0.003)
@@ -143,10 +144,12 @@ def test_nims_one_client_runs_are_reported_apart_and_draw_no_band():
 
 
 def test_the_plans_bands_hold_nims_runs_they_were_never_drawn_from():
-    """A second blind check of the 80% bands (read with the prefill share its own fold fitted): they hold 90.3% of NIM's
-    one-client tokens/s and all of its inter-token latencies, but 75.0% of its first tokens: the first-token band's
-    25 ms offset (the host time AccelMark's and GPUStack's endpoints add) puts its fast edge above NIM's short prompts
-    (10.5 ms published for Llama 3 8B in FP8 on two H100s). A plan's target is checked at the slow edge (README). (76.4%
+    """A second blind check of the 80% bands (read with the prefill share its own fold fitted): they hold 88.9% of NIM's
+    one-client tokens/s and all of its inter-token latencies, but 63.9% of its first tokens: the first-token band's
+    30 ms offset (the host time AccelMark's and GPUStack's endpoints add) puts its fast edge above NIM's short prompts
+    (10.5 ms published for Llama 3 8B in FP8 on two H100s). A plan's target is checked at the slow edge (README). (90.3%
+    and 75.0% with the 25 ms offset before a prompt's step paid a step's fixed cost and its LM head ran on its last
+    position only, which narrowed the band 0.56-1.57 -> 0.52-1.43 at the wider offset; 76.4%
     of its first tokens before the HTTP request cost was measured and the band's offset went 20 -> 25 ms; 88.9%
     and 66.7% before Hopper's prefill share was fitted on Hopper first tokens, 95.8% and 63.9% while a fit read 20 rows
     a source, 88.9% and 62.5% before every serving source weighed the same in it.)"""
@@ -159,9 +162,9 @@ def test_the_plans_bands_hold_nims_runs_they_were_never_drawn_from():
     def inside(key: str, metric: str) -> float:
         return stored_band_share(classes[key], [r for r in rows if r.metric == metric])
 
-    assert inside("gpu/serving tokens/s", "serving tokens/s") == pytest.approx(0.903, abs=0.002)
+    assert inside("gpu/serving tokens/s", "serving tokens/s") == pytest.approx(0.889, abs=0.002)
     assert inside("gpu/ITL", "ITL") == 1.0
-    assert inside("gpu/TTFT", "TTFT") == pytest.approx(0.750, abs=0.002)
+    assert inside("gpu/TTFT", "TTFT") == pytest.approx(0.639, abs=0.002)
 
 
 def test_the_rows_that_ran_without_multi_block_mode_say_so():

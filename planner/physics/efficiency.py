@@ -154,9 +154,9 @@ PREFILL_FP8_GEMM_EFFICIENCY_FACTOR = {"8": 1.14, "9": 0.9}
 # (refitted on serving rows it drifted to 0.95 and held-out TTFT went 20.9% -> 30.0%). Hopper's is fitted on Hopper
 # first tokens alone (bench/calibrate.py group "prefill"), those of the sources kept out of the serving fit included,
 # each held out in its own fold; 0.47 (b3eef24's) until the eighth session, when the three never-fitted sources with
-# long Hopper prompts read its 16-bit first tokens 20-27% slow (bench/hopper_prefill_check.py). A generation with no
-# share here (Blackwell, Turing) takes its training GEMM share (gemm_efficiency), the prior this table started from.
-PREFILL_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.66}
+# long Hopper prompts read its 16-bit first tokens 20-27% slow (bench/hopper_prefill_check.py); 0.66 until the eleventh.
+# A generation with no share here (Blackwell, Turing) takes its training GEMM share (gemm_efficiency).
+PREFILL_EFFICIENCY_BY_GENERATION = {"8": 0.72, "9": 0.65}
 # Fixed cost of a request served over HTTP (a plan's endpoint) before its prefill: the API server's parsing, tokenising
 # and hand-off to the engine; a harness that calls its engine in-process pays none (bench/reference_serving.py, client).
 # Measured, not fitted: one vLLM behind its OpenAI server against the same engine offline, mean TTFT 231 -> 235 ms at
@@ -202,8 +202,8 @@ NEURON_NONMATMUL_BYTES_PER_TOKEN_HIDDEN = 408
 NEURON_MEMORY_BANDWIDTH_EFFICIENCY = 0.67
 # Fixed cost of one collective among NeuronCores (the decode all-reduces are latency-bound: an 8B model at TP 24 reads
 # 0.3 GB per core per step yet takes 6.4 ms, 0.2 ms per layer). nccom-test's published examples put it at 58-150 us in
-# 2023 (SDK 2.10) and 6-10 us an all-gather in 2025-26 (SDK 2.24-2.28); the fitted rows ran SDK 2.13-2.26.
-NEURON_COLLECTIVE_LATENCY_S = 8.5e-05
+# 2023 (SDK 2.10) and 6-10 us an all-gather in 2025-26 (SDK 2.24-2.28); the fitted rows ran SDK 2.13-2.26 (85 us once).
+NEURON_COLLECTIVE_LATENCY_S = 8e-05
 # Achieved share of NeuronLink bandwidth in ring collectives: fitted with NEURON_GEMM_EFFICIENCY on the training
 # rows, whose TP and gradient collectives are bandwidth-bound (bench/calibrate.py NEURON_GROUPS): 0.65 with GEMM 0.40,
 # the floor of the pair's joint grid over AWS's table and HyperPod's Llama 3 70B runs (0.6 with 0.41 was where one
@@ -219,9 +219,9 @@ NEURON_REQUEST_OVERHEAD_S = 0.022
 # (AWS Neuron docs, Neuron Glossary; NKI Trainium/Inferentia2 and Trainium2 architecture guides). So the GPU's
 # COMM_OVERLAP, whose loss is NCCL taking SMs, does not apply.
 NEURON_COMM_OVERLAP = 1.0
-# Share of a NeuronCore's peak BF16 FLOP/s that context encoding (prefill) sustains (0.34 before optimum-neuron's 2025
-# runs were read at their one compiled shape and the sixth session's refit, 0.32 before TGI's 2024 rows' shapes).
-NEURON_PREFILL_EFFICIENCY = 0.38
+# Share of a NeuronCore's peak BF16 FLOP/s that context encoding (prefill) sustains (0.38 while a prompt's LM head ran
+# on every position, 0.34 before the sixth session's refit, 0.32 before TGI's 2024 rows' shapes).
+NEURON_PREFILL_EFFICIENCY = 0.35
 # Share of peak BF16 FLOP/s that NeuronX Distributed training GEMMs sustain (fitted on the training rows alone, with
 # NEURON_LINK_EFFICIENCY on their joint grid).
 NEURON_GEMM_EFFICIENCY = 0.4

@@ -61,6 +61,14 @@ def weight_gemms_per_step(arch: Architecture) -> int:
     return 4 * arch.layers + arch.moe_layers * (1 + shared) + 1
 
 
+def step_fixed_s(arch: Architecture, accel: Accelerator, pp: int = 1) -> float:
+    """What every engine step pays whatever tokens it carries, a decode step or a prompt's own prefill step: each
+    pipeline stage's framework step cost and each of its weight GEMMs' measured tail (efficiency.decode_overhead_s).
+    A prompt's GEMMs at a few hundred tokens stream their weights near the HBM roof as a decode step's do, so they pay
+    the same pipeline fill and drain; its step schedules, launches and samples a token as a decode step does."""
+    return pp * efficiency.decode_overhead_s(accel, weight_gemms_per_step(arch) / pp, arch.moe_layers / pp)
+
+
 @dataclass(frozen=True)
 class DecodeStep:
     seconds: float
@@ -119,7 +127,7 @@ def decode_step(arch: Architecture, accel: Accelerator, precision: str, kv_preci
     comm_s = 2 * arch.layers / pp * intra_node_ring_s(activation, tp, accel) if tp > 1 else 0.0
     if ep_nodes > 1 and itype is not None:
         comm_s += all_to_all_s(arch, batch, ep_nodes, itype, accel)
-    overhead_s = efficiency.decode_overhead_s(accel, weight_gemms_per_step(arch) / pp, arch.moe_layers / pp)
+    overhead_s = step_fixed_s(arch, accel, pp) / pp
     # Per-kernel roofline (Williams et al., "Roofline", CACM 2009, per kernel): a layer's GEMMs (weight
     # stream vs their FLOPs) and its attention kernel (KV stream vs its FLOPs) run one after another on
     # the stream, so each is bound by its own roof (its corner rounded, efficiency.roofline_s: near the ridge a kernel
@@ -136,10 +144,14 @@ def prefill_s(arch: Architecture, accel: Accelerator, precision: str, tp: int, p
     4·L·s²·H·hd. Pipeline stages run one prompt one after another, so PP shortens nothing here (only
     TP splits the work); each stage boundary adds a hop of the prompt's activations. A prefix of
     `cached_tokens` already in the KV cache (prefix caching) is not recomputed: the new tokens' GEMMs
-    cover s − c tokens and their causal attention 2·L·(s² − c²)·H·hd (positions c..s attend to all before)."""
+    cover s − c tokens and their causal attention 2·L·(s² − c²)·H·hd (positions c..s attend to all before). The LM
+    head multiplies only each prompt's last position, the one whose next token is sampled (vLLM's LogitsProcessor on
+    the sampled indices, TensorRT-LLM without gather_context_logits, TGI, transformers-neuronx's ln_lm_head at
+    last_token_id): a prompt's other positions need no logits."""
     padded_heads = math.ceil(arch.attention_heads / tp) * tp  # a rank computes its padded heads too
     new_tokens = prompt_tokens - cached_tokens
-    linear_flops = prompts * 2 * (arch.matmul_params_per_token + attention_padding_params(arch, tp) * tp) * new_tokens
+    body = arch.matmul_params_per_token - arch.head_params + attention_padding_params(arch, tp) * tp
+    linear_flops = prompts * 2 * (body * new_tokens + arch.head_params)
     attention_flops = prompts * 2 * arch.layers * (prompt_tokens**2 - cached_tokens**2) * padded_heads * arch.head_dim
     compute = prefill_compute_s(arch, accel, precision, tp, prompts * new_tokens, linear_flops, attention_flops)
     # the input embedding's table is gathered, not read (memory.lookup_weight_bytes)
@@ -177,6 +189,24 @@ class ServingEstimate:
     bound: str
 
 
+def _step_and_prefill(arch: Architecture, accel: Accelerator, precision: str, kv_precision: str, tp: int, pp: int,
+                      batch: int, prompt_tokens: int, mean_context: float, itype: InstanceType | None, cached: int,
+                      ep_nodes: int, compiled: CompiledShapes | None, attention_dp: bool,
+                      unsplit_attention: bool) -> tuple[DecodeStep, float]:
+    """serving_estimate's decode step of the batch and one prompt's prefill: DP attention's ranks
+    (planner/physics/attention_dp.py: tp·ep_nodes ranks at TP 1), or a compiled graph's shapes, or the live ones."""
+    if attention_dp and itype is not None:
+        from planner.physics import attention_dp as dp
+
+        return (dp.decode_step(arch, accel, precision, kv_precision, tp * ep_nodes, batch, mean_context, itype),
+                dp.prefill_s(arch, accel, precision, tp * ep_nodes, prompt_tokens, itype, cached))
+    step = decode_step(arch, accel, precision, kv_precision, tp, pp, max(batch, compiled.batch) if compiled else batch,
+                       compiled.decode_context_tokens if compiled else mean_context, ep_nodes, itype,
+                       unsplit_attention=unsplit_attention, optimum_nxd=bool(compiled and compiled.optimum_nxd))
+    return step, prefill_s(arch, accel, precision, tp, pp, max(prompt_tokens, compiled.prefill_tokens if compiled else 0),
+                           itype, cached_tokens=cached, ep_nodes=ep_nodes)
+
+
 def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_precision: str, tp: int,
                      pp: int, batch: int, prompt_tokens: int, output_tokens: int,
                      itype: InstanceType | None = None, prefix_hit_share: float = 0.0,
@@ -202,30 +232,25 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
     do: no request overhead (efficiency.REQUEST_OVERHEAD_S).
     """
     mean_context = prompt_tokens + output_tokens / 2
-    cached = prefix_cached_tokens(prompt_tokens, prefix_hit_share, accel)
-    if attention_dp and itype is not None:  # planner/physics/attention_dp.py: tp·ep_nodes ranks at TP 1
-        from planner.physics import attention_dp as dp
-
-        step = dp.decode_step(arch, accel, precision, kv_precision, tp * ep_nodes, batch, mean_context, itype)
-        prefill = dp.prefill_s(arch, accel, precision, tp * ep_nodes, prompt_tokens, itype, cached)
-    else:
-        step = decode_step(arch, accel, precision, kv_precision, tp, pp, max(batch, compiled.batch) if compiled else batch,
-                           compiled.decode_context_tokens if compiled else mean_context, ep_nodes, itype,
-                           unsplit_attention=unsplit_attention, optimum_nxd=bool(compiled and compiled.optimum_nxd))
-        prefill = prefill_s(arch, accel, precision, tp, pp, max(prompt_tokens, compiled.prefill_tokens if compiled else 0),
-                            itype, cached_tokens=cached, ep_nodes=ep_nodes)
+    step, prefill = _step_and_prefill(arch, accel, precision, kv_precision, tp, pp, batch, prompt_tokens, mean_context,
+                                      itype, prefix_cached_tokens(prompt_tokens, prefix_hit_share, accel), ep_nodes,
+                                      compiled, attention_dp, unsplit_attention)
+    # the other sequences sharing its device (its rank's own under DP attention) interleave their prefills
+    peers = -(-batch // (tp * ep_nodes)) if attention_dp and itype is not None else batch
+    # The step that runs the prompt pays a step's fixed cost (step_fixed_s) once; shared with the others' decodes
+    # (below) its share of it is already in theirs, so the prompt adds 1/peers of it: all of it when alone.
+    own_step = max(prefill + step.overhead_s / peers, prefill_floor_s)
     prefill = max(prefill, prefill_floor_s)
     if host_step_s is not None:  # each decode step of the batch, and the prompt's own prefill step, wait on the host
         host_s = host_step_s(batch)
         step = replace(step, seconds=step.seconds + host_s, overhead_s=step.overhead_s + host_s)
         prefill += host_step_s(1)
+        own_step += host_step_s(1)
     step_s = step.seconds
     if speculation is not None:  # planner/physics/speculative.py: k draft steps + one k+1-position target pass per step
         draft = decode_step(speculation.draft, accel, precision, kv_precision, tp, pp, batch, mean_context)
         step_s = seconds_per_token(step.memory_s, step.compute_s, step.communication_s + step.overhead_s,
                                    draft.seconds, speculation, accel)
-    # the other sequences sharing its device (its rank's own under DP attention) interleave their prefills
-    peers = -(-batch // (tp * ep_nodes)) if attention_dp and itype is not None else batch
     inter_token = step_s + (peers - 1) / output_tokens * prefill  # the others' prefills; its own is in TTFT
     # The first token comes out of the prompt's own prefill. A new prompt first queues behind the
     # other clients' prefills (planner/physics/closed_loop.py: the `peers` clients form a closed loop
@@ -233,6 +258,6 @@ def serving_estimate(arch: Architecture, accel: Accelerator, precision: str, kv_
     shared_step_s = step_s * (peers - 1) / peers
     overhead_s = 0.0 if in_process else efficiency.request_overhead_s(accel)
     wait = prefill_wait_s(peers, prefill, overhead_s + shared_step_s + (output_tokens - 1) * inter_token)
-    first_token = overhead_s + wait + prefill + shared_step_s
+    first_token = overhead_s + wait + own_step + shared_step_s
     request_s = first_token + (output_tokens - 1) * inter_token
     return ServingEstimate(batch * output_tokens / request_s, first_token, inter_token, step.bound)

@@ -93,6 +93,12 @@ class Architecture(StrictModel):
         return self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2)
 
     @property
+    def head_params(self) -> float:
+        """The LM head's matrix (hidden → vocabulary), tied or not: a training pass multiplies it for every token, a
+        prompt only for the position whose next token is sampled (performance.prefill_s)."""
+        return self.vocab_size * self.hidden_size
+
+    @property
     def lookup_params(self) -> float:
         """The input embedding table where it is its own matrix (untied): a token gathers one row of it, so no
         pass multiplies it or reads it whole. A tied table is the LM head's matrix too, which every token multiplies."""
