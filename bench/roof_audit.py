@@ -56,8 +56,7 @@ def ceiling_tokens_per_s(catalog: Catalog, row: dict) -> float:
     peak = accel.peak_flops(compute_precision(weights, accel.supports.fp4))
     flops_per_token = 2 * arch.matmul_params_per_token / tp
     weight_bytes = moe_weight_bytes_read(arch, weights, routed_batch(row, batch)) / tp
-    # a prompt's LM head runs on its last position only (performance.prefill_s)
-    seconds = batch * (prompt * flops_per_token - (prompt - 1) * 2 * arch.head_params / tp) / peak
+    seconds = batch * 2 * arch.prompt_matmul_params(prompt) / tp / peak  # the LM head on its last position only
     for step in range(output):
         kv_bytes = batch * kv_bytes_per_sequence(arch, prompt + step, kv) * kv_shard_fraction(arch, tp)
         seconds += max((weight_bytes + kv_bytes) / bandwidth, batch * flops_per_token / peak)

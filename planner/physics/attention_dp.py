@@ -148,8 +148,7 @@ def prefill_s(arch: Architecture, accel: Accelerator, precision: str, ranks: int
     all-to-all."""
     new_tokens = prompt_tokens - cached_tokens
     routed_active = expert_parallel.routed_active_params(arch)
-    body = arch.matmul_params_per_token - arch.head_params - routed_active * (1 - 1 / ranks)
-    linear_flops = 2 * (new_tokens * body + arch.head_params)  # the LM head on the last position (performance.prefill_s)
+    linear_flops = 2 * (arch.prompt_matmul_params(new_tokens) - new_tokens * routed_active * (1 - 1 / ranks))
     attention_flops = 2 * arch.layers * (prompt_tokens**2 - cached_tokens**2) * arch.attention_heads * arch.head_dim
     compute = prefill_compute_s(arch, accel, precision, 1, new_tokens, linear_flops, attention_flops)
     streamed = rank_weight_bytes(arch, precision, ranks) - lookup_weight_bytes(arch, precision)

@@ -150,8 +150,8 @@ def prefill_s(arch: Architecture, accel: Accelerator, precision: str, tp: int, p
     last_token_id): a prompt's other positions need no logits."""
     padded_heads = math.ceil(arch.attention_heads / tp) * tp  # a rank computes its padded heads too
     new_tokens = prompt_tokens - cached_tokens
-    body = arch.matmul_params_per_token - arch.head_params + attention_padding_params(arch, tp) * tp
-    linear_flops = prompts * 2 * (body * new_tokens + arch.head_params)
+    padding = attention_padding_params(arch, tp) * tp * new_tokens
+    linear_flops = prompts * 2 * (arch.prompt_matmul_params(new_tokens) + padding)
     attention_flops = prompts * 2 * arch.layers * (prompt_tokens**2 - cached_tokens**2) * padded_heads * arch.head_dim
     compute = prefill_compute_s(arch, accel, precision, tp, prompts * new_tokens, linear_flops, attention_flops)
     # the input embedding's table is gathered, not read (memory.lookup_weight_bytes)

@@ -98,6 +98,10 @@ class Architecture(StrictModel):
         prompt only for the position whose next token is sampled (performance.prefill_s)."""
         return self.vocab_size * self.hidden_size
 
+    def prompt_matmul_params(self, tokens: float) -> float:
+        """Parameter-multiplies of one prompt of `tokens` tokens: every token the layers' weights, the LM head once."""
+        return (self.matmul_params_per_token - self.head_params) * tokens + self.head_params
+
     @property
     def lookup_params(self) -> float:
         """The input embedding table where it is its own matrix (untied): a token gathers one row of it, so no
