@@ -61,6 +61,10 @@ class Accelerator(StrictModel):
     # sustained clock. The fitted GEMM shares are shares on the parts they were fitted on; a part whose GEMMs reach
     # a different share of its peak scales them (planner/physics/efficiency.py gemm_share_factor).
     gemm_share_measured: GEMM_SHARE | None = None
+    # The best share of its peak memory bandwidth a paged decode-attention kernel reached on this part where
+    # measured: decode reads the KV cache at no more than it (planner/physics/efficiency.py kv_bandwidth), whatever
+    # share the fitted parts' rows gave.
+    kv_share_measured: GEMM_SHARE | None = None
     source: str = ""
     source_date: str = ""
 

@@ -373,11 +373,11 @@ def stream_share(accel: Accelerator) -> float:
 
 
 def kv_bandwidth(accel: Accelerator) -> float:
-    """Bytes/s that decode attention reads the KV cache at: the KV kernels' share, on GDDR scaled as the weight
-    stream's is (Neuron: the same share as weights, no Neuron measurement separates them)."""
-    share = stream_share(accel)
-    if not accel.is_neuron:
-        share *= KV_BANDWIDTH_EFFICIENCY / MEMORY_BANDWIDTH_EFFICIENCY
+    """Bytes/s decode attention reads the KV cache at: the KV kernels' share (on GDDR scaled as the weight stream's;
+    Neuron: the weights'), at most the best a decode-attention kernel was measured to reach on the part
+    (Accelerator.kv_share_measured): a fitted share cannot run a kernel above its own roof."""
+    share = stream_share(accel) * (1.0 if accel.is_neuron else KV_BANDWIDTH_EFFICIENCY / MEMORY_BANDWIDTH_EFFICIENCY)
+    share = min(share, accel.kv_share_measured or share)
     return accel.memory_bandwidth_gb_s * 1e9 * share
 
 
