@@ -12,6 +12,7 @@ import statistics
 
 import pytest
 
+from bench import kv_kernel_check
 from bench import reference_sources as rs
 from bench.offline_rows import predict_offline
 from planner.hardware.catalog import bundled, with_overlay
@@ -38,6 +39,15 @@ def test_b200_reads_the_kv_cache_at_its_kernels_measured_share():
     h100 = bundled().accelerator("H100-80GB")
     assert h100.kv_share_measured is None
     assert efficiency.kv_bandwidth(h100) == pytest.approx(efficiency.KV_BANDWIDTH_EFFICIENCY * 3350e9)
+
+
+def test_the_catalog_figure_is_the_best_published_shape():
+    """bench/kv_kernel_check.py reads it from FlashInfer PR #1415's two listings (bench/data/kv_kernels/): 128
+    sequences of 4,096 tokens at 5,830.86 GB/s; 4 sequences of 1,024 reach only 0.12 of peak."""
+    assert kv_kernel_check.measured_share() == bundled().accelerator("B200").kv_share_measured == B200_KERNEL_SHARE
+    shares = {(batch, tokens): share for run, batch, tokens, share in kv_kernel_check.shares() if run == "first listing"}
+    assert shares[(128, 4096)] == pytest.approx(5830.86 / 8000)
+    assert shares[(4, 1024)] == pytest.approx(973.91 / 8000)
 
 
 def test_the_measurement_caps_the_fitted_share_and_never_raises_it():
