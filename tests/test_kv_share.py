@@ -15,20 +15,15 @@ import pytest
 from bench import kv_kernel_check
 from bench import reference_sources as rs
 from bench.offline_rows import predict_offline
-from planner.hardware.catalog import bundled, with_overlay
+from planner.hardware.catalog import bundled
 from planner.physics import efficiency
 from planner.physics.memory import kv_bytes_per_sequence
 from planner.physics.performance import decode_step
 from planner.workload.errors import SpecError
+from tests.test_gemm_share import _part  # an overlay part: HBM (the default), 600 GB/s
 from tests.test_offline_throughput import _b200, _row, _rows
 
 B200_KERNEL_SHARE = 0.73
-
-
-def _part(**extra):
-    part = {"name": "HBM-part", "memory_mib": 81920, "memory_bandwidth_gb_s": 3350, "tflops": {"bf16": 989},
-            "intra_node_gb_s": 900, "compute_capability": "9.0", **extra}
-    return with_overlay(bundled(), {"accelerators": [part]}, "o.yaml").accelerator("HBM-part")
 
 
 def test_b200_reads_the_kv_cache_at_its_kernels_measured_share():
@@ -51,9 +46,9 @@ def test_the_catalog_figure_is_the_best_published_shape():
 
 
 def test_the_measurement_caps_the_fitted_share_and_never_raises_it():
-    assert efficiency.kv_bandwidth(_part(kv_share_measured=0.5)) == pytest.approx(0.5 * 3350e9)
+    assert efficiency.kv_bandwidth(_part(kv_share_measured=0.5)) == pytest.approx(0.5 * 600e9)
     assert efficiency.kv_bandwidth(_part(kv_share_measured=0.95)) == pytest.approx(
-        efficiency.KV_BANDWIDTH_EFFICIENCY * 3350e9)
+        efficiency.KV_BANDWIDTH_EFFICIENCY * 600e9)
 
 
 @pytest.mark.parametrize("value", [1.5, 0])

@@ -377,7 +377,7 @@ def kv_bandwidth(accel: Accelerator) -> float:
     Neuron: the weights'), at most the best a decode-attention kernel was measured to reach on the part
     (Accelerator.kv_share_measured): a fitted share cannot run a kernel above its own roof."""
     share = stream_share(accel) * (1.0 if accel.is_neuron else KV_BANDWIDTH_EFFICIENCY / MEMORY_BANDWIDTH_EFFICIENCY)
-    share = min(share, accel.kv_share_measured or share)
+    share = share if accel.kv_share_measured is None else min(share, accel.kv_share_measured)
     return accel.memory_bandwidth_gb_s * 1e9 * share
 
 
