@@ -41,7 +41,8 @@ class Residual:
     overhead_ms: float
     prefill_share: float  # of one request's lifetime
     published: float
-    predicted: float
+    predicted: float  # the run of the row's num_requests (its rounds: planner/physics/offline_throughput.py)
+    steady: float = 0.0  # the same engine in steady state: batch · OSL ÷ lifetime
 
     @property
     def error(self) -> float:
@@ -72,7 +73,8 @@ def residuals(catalog: Catalog) -> list[Residual]:
                                 (step.seconds - step.communication_s - step.overhead_s) * 1e3,
                                 step.communication_s * 1e3, step.overhead_s * 1e3,
                                 offline.prefill_s / offline.lifetime_s, float(r["tokens_per_s"]),
-                                offline.output_tokens_per_s))
+                                offline.output_tokens_per_s,
+                                offline.batch * r["output_tokens"] / offline.lifetime_s))
     return out
 
 

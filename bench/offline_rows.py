@@ -76,9 +76,10 @@ def row_precisions(row: dict) -> tuple[str, str]:
 
 
 def predict_offline(arch: Architecture, accel: Accelerator, itype, row: dict) -> OfflineThroughput:
-    """The planner's offline throughput for one trtllm-bench row, on trtllm-bench's own settings."""
+    """The planner's offline throughput for one trtllm-bench row, on trtllm-bench's own settings, for the run of
+    `num_requests` the row states (the perf-overview's dataset size per ISL/OSL; None: steady state)."""
     precision, kv = row_precisions(row)
     tp, prompt, output = row["tp"], row["prompt_tokens"], row["output_tokens"]
     max_bs, max_tokens = tuned_settings(arch, accel, precision, kv, tp, prompt, output)
     return offline_throughput(arch, accel, precision, kv, tp, prompt, output, max_bs, max_tokens,
-                              KV_FREE_MEMORY_FRACTION, itype)
+                              KV_FREE_MEMORY_FRACTION, itype, row.get("num_requests"))

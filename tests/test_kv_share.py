@@ -73,8 +73,9 @@ def test_a_b200_decode_step_reads_its_kv_at_the_kernel_share():
 
 
 def test_the_b200_rows_median_and_their_long_output_runs():
-    """The 20 published B200 runs: median +8.4% at the fitted share, +5.7% now; the 70B and 405B 1,000/2,000 runs
-    (published 6,271 and 4,933 tokens/s) +14.9% and +22.0% -> +12.0% and +20.9%."""
+    """The 20 published B200 runs: median +8.4% at the fitted share, +5.7% at the kernel's; +4.6% since each run is its
+    stated number of requests (planner/physics/offline_throughput.py's rounds). The 70B and 405B 1,000/2,000 runs
+    (published 6,271 and 4,933 tokens/s): +14.9% and +22.0% -> +12.0% and +20.9% -> +9.2% and +17.6%."""
     catalog = bundled()
     itype, b200 = _b200(catalog)
 
@@ -82,6 +83,6 @@ def test_the_b200_rows_median_and_their_long_output_runs():
         return predict_offline(rs.row_architecture(r), b200, itype, r).output_tokens_per_s / r["tokens_per_s"] - 1
 
     errors = {r["id"]: error(r) for r in _rows("trtllm10-b200-")}
-    assert statistics.median(errors.values()) == pytest.approx(0.0572, abs=5e-4)
-    assert errors["trtllm10-b200-llama-3.1-70b-tp1-fp4-1000-2000"] == pytest.approx(0.120, abs=1e-3)
-    assert errors["trtllm10-b200-llama-3.1-405b-tp4-fp4-1000-2000"] == pytest.approx(0.209, abs=1e-3)
+    assert statistics.median(errors.values()) == pytest.approx(0.0457, abs=5e-4)
+    assert errors["trtllm10-b200-llama-3.1-70b-tp1-fp4-1000-2000"] == pytest.approx(0.0916, abs=1e-3)
+    assert errors["trtllm10-b200-llama-3.1-405b-tp4-fp4-1000-2000"] == pytest.approx(0.1759, abs=1e-3)

@@ -36,13 +36,13 @@ def test_the_quoted_moe_prompts_come_nearer_what_was_measured(catalog, monkeypat
     long_prompts, batches = _quoted(catalog)
     assert len(long_prompts) == 9 and len(batches) == 80
     # trtllm-bench's 2,048/128, 5,000/500 and 20,000/2,000 Mixtral-8x22B runs on A100, H100 and H200: +10.6..+19.5%
-    # before, -7.0..+5.3% now
+    # before, -7.0..+5.3% with the grouped GEMMs, -6.4..+2.5% since each run is its stated number of requests
     assert max(abs(r.predicted / r.measured - 1) for r in long_prompts) < 0.075
     # the sweep's Mixtral first tokens at 16-1,024 prompts a batch: median -42% before, -24% now (the rest: below)
     assert statistics.median(r.predicted / r.measured - 1 for r in batches) == pytest.approx(-0.24, abs=0.01)
     monkeypatch.setattr(gemm_shape, "GROUPED_GEMM_FACTOR", 1.0)  # the grouped kernel at a dense GEMM's rate
     long_prompts, batches = _quoted(catalog)
-    assert min(r.predicted / r.measured - 1 for r in long_prompts) > 0.10
+    assert min(r.predicted / r.measured - 1 for r in long_prompts) > 0.09  # +9.3..+18.2% (>10% in steady state)
     assert statistics.median(r.predicted / r.measured - 1 for r in batches) < -0.40
 
 

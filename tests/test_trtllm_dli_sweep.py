@@ -142,9 +142,10 @@ def test_the_residuals_script_points_at_mixtral_and_the_h100_context_phase():
 
 def test_the_plans_bands_hold_the_sweep_they_were_never_drawn_from():
     """A blind check of the 80% bands (issue 25: a band must hold at least 75% of a source it never saw): the GPU bands
-    hold 88.6% of the sweep's dense tokens/s, 82.7% of its first tokens (on predicted + the band's offset) and 93.1% of
-    its inter-token latencies, read with the share its own fold fitted; the MoE band holds 63.5% of its Mixtral
-    tokens/s, short of 75% (README). (89.7%, 84.2%, 92.2% and 63.5% before a prompt's step paid a step's fixed cost and
+    hold 89.2% of the sweep's dense tokens/s, 82.7% of its first tokens (on predicted + the band's offset) and 93.1% of
+    its inter-token latencies, read with the share its own fold fitted; the MoE band holds 64.7% of its Mixtral
+    tokens/s, short of 75% (README). (88.6% and 63.5% before each trtllm-bench run was its stated number of requests,
+    which moved the GPU band 0.812-1.153 -> 0.815-1.160 and the MoE one 0.812-1.284 -> 0.815-1.288; 89.7%, 84.2%, 92.2% and 63.5% before a prompt's step paid a step's fixed cost and
     its LM head ran on its last position only; 89.0%, 82.2%, 92.8% and 56.4% before a prompt's experts ran as grouped GEMMs;
     88.6%, 83.4%, 91.3% and 53.8% before the HTTP request cost was measured; 90.4%,
     79.5%, 92.8% and 57.1% before Hopper's prefill share was fitted; 93.6%, 79.0%,
@@ -159,7 +160,7 @@ def test_the_plans_bands_hold_the_sweep_they_were_never_drawn_from():
         return stored_band_share(classes[key], selected)
 
     tokens = [r for r in rows if r.metric == "serving tokens/s"]
-    assert inside("gpu/serving tokens/s", [r for r in tokens if not r.moe]) == pytest.approx(0.886, abs=0.002)
-    assert inside("moe/serving tokens/s", [r for r in tokens if r.moe]) == pytest.approx(0.635, abs=0.002)
+    assert inside("gpu/serving tokens/s", [r for r in tokens if not r.moe]) == pytest.approx(0.892, abs=0.002)
+    assert inside("moe/serving tokens/s", [r for r in tokens if r.moe]) == pytest.approx(0.647, abs=0.002)
     assert inside("gpu/TTFT", [r for r in rows if r.metric == "TTFT"]) == pytest.approx(0.827, abs=0.002)
     assert inside("gpu/ITL", [r for r in rows if r.metric == "ITL"]) == pytest.approx(0.931, abs=0.002)

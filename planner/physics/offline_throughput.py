@@ -28,6 +28,19 @@ sum does not credit, so it errs low, never above a roof). The per-step and prefi
 planner/physics/performance.py's decode_step and prefill_s; at these batches decode_step's GEMMs are
 compute-bound while its attention streams KV, and it sums the two kernels' rooflines (issue 28: one
 max over the totals put H200's 70B TP1 128/2048 row 30% fast).
+
+A run of N requests is finite (issue 25). Its requests are identical and start together, so the B slots
+turn over in rounds: N // B full rounds at B sequences, then one round of the r = N mod B left, whose
+steps run at batch r (faster, but r·OSL tokens for a whole request's lifetime), and
+
+    run = (N // B) · lifetime(B) + lifetime(r)        output tokens/s = N · OSL / run
+
+which is the steady rate when B divides N and less otherwise: 1,500 requests at B = 647 (405B FP4 on
+four B200s, 1000/2000) are two rounds of 647 and one of 206. The perf-overview states N per ISL/OSL
+("Preparing a Dataset": 30,000 at 128/128 down to 1,000 at 20,000/2,000). Chunked context staggers
+each round's admissions by the token budget, which the rounds leave out: a step-by-step simulation of
+the scheduler (bench/offline_run_check.py) is within 0.15% of them at the median published row and
+slower by up to 5% where one round holds nearly all of a run's requests (1,500 in 1,581 slots).
 """
 
 from __future__ import annotations
@@ -58,6 +71,7 @@ class OfflineThroughput:
     lifetime_s: float  # one request's admission to last token in steady state
     step: DecodeStep  # one decode step of the B sequences at the mean context
     prefill_s: float  # the B prompts' prefill, spread over the lifetime
+    run_s: float | None = None  # a finite run's N requests, first admission to last token (None: steady state)
 
     @property
     def decode_step_s(self) -> float:
@@ -73,15 +87,33 @@ def steady_batch(kv_sequences: int, max_batch_size: int, max_num_tokens: int, pr
     return limits[binding], binding
 
 
+def round_lifetime_s(arch: Architecture, accel: Accelerator, precision: str, kv_precision: str, tp: int,
+                     prompt_tokens: int, output_tokens: int, sequences: int,
+                     itype: InstanceType | None = None) -> tuple[float, DecodeStep, float]:
+    """(lifetime, decode step, prefill) of one round of `sequences` requests: OSL decode steps at the mean
+    context ISL + OSL/2 and the round's prompts (module docstring)."""
+    step = decode_step(arch, accel, precision, kv_precision, tp, 1, sequences, prompt_tokens + output_tokens / 2,
+                       itype=itype)
+    prefill = prefill_s(arch, accel, precision, tp, 1, prompt_tokens, itype, prompts=sequences)
+    return output_tokens * step.seconds + prefill, step, prefill
+
+
 def offline_throughput(arch: Architecture, accel: Accelerator, precision: str, kv_precision: str, tp: int,
                        prompt_tokens: int, output_tokens: int, max_batch_size: int, max_num_tokens: int,
-                       free_memory_fraction: float, itype: InstanceType | None = None) -> OfflineThroughput:
-    """Output tokens/s of one TP group with every request queued (module docstring)."""
+                       free_memory_fraction: float, itype: InstanceType | None = None,
+                       requests: int | None = None) -> OfflineThroughput:
+    """Output tokens/s of one TP group with every request queued: of a run of `requests` (its rounds), or in
+    steady state when None (module docstring)."""
     kv = kv_pool_sequences(arch, accel, precision, kv_precision, tp, prompt_tokens + output_tokens,
                            free_memory_fraction)
     batch, binding = steady_batch(kv, max_batch_size, max_num_tokens, prompt_tokens, output_tokens)
-    step = decode_step(arch, accel, precision, kv_precision, tp, 1, batch, prompt_tokens + output_tokens / 2,
-                       itype=itype)
-    prefill = prefill_s(arch, accel, precision, tp, 1, prompt_tokens, itype, prompts=batch)
-    lifetime = output_tokens * step.seconds + prefill
-    return OfflineThroughput(batch * output_tokens / lifetime, batch, binding, lifetime, step, prefill)
+    lifetime, step, prefill = round_lifetime_s(arch, accel, precision, kv_precision, tp, prompt_tokens,
+                                               output_tokens, batch, itype)
+    if requests is None:
+        return OfflineThroughput(batch * output_tokens / lifetime, batch, binding, lifetime, step, prefill)
+    full_rounds, left = divmod(requests, batch)
+    run = full_rounds * lifetime
+    if left:
+        run += round_lifetime_s(arch, accel, precision, kv_precision, tp, prompt_tokens, output_tokens, left,
+                                itype)[0]
+    return OfflineThroughput(requests * output_tokens / run, batch, binding, lifetime, step, prefill, run)
