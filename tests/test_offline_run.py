@@ -65,6 +65,8 @@ def test_a_run_that_fills_whole_rounds_is_the_steady_state():
     whole = offline_throughput(*args, requests=3 * steady.batch)
     assert whole.output_tokens_per_s == pytest.approx(steady.output_tokens_per_s, rel=1e-12)
     assert offline_throughput(*args, requests=3 * steady.batch + 1).output_tokens_per_s < steady.output_tokens_per_s
+    with pytest.raises(ValueError, match="requests must be at least 1"):
+        offline_throughput(*args, requests=0)
 
 
 def test_no_finite_run_is_faster_than_its_steady_state():

@@ -104,6 +104,8 @@ def offline_throughput(arch: Architecture, accel: Accelerator, precision: str, k
                        requests: int | None = None) -> OfflineThroughput:
     """Output tokens/s of one TP group with every request queued: of a run of `requests` (its rounds), or in
     steady state when None (module docstring)."""
+    if requests is not None and requests < 1:
+        raise ValueError(f"requests must be at least 1 (got {requests}): a run serves at least one request")
     kv = kv_pool_sequences(arch, accel, precision, kv_precision, tp, prompt_tokens + output_tokens,
                            free_memory_fraction)
     batch, binding = steady_batch(kv, max_batch_size, max_num_tokens, prompt_tokens, output_tokens)
