@@ -42,7 +42,7 @@ class Residual:
     prefill_share: float  # of one request's lifetime
     published: float
     predicted: float  # the run of the row's num_requests (its rounds: planner/physics/offline_throughput.py)
-    steady: float = 0.0  # the same engine in steady state: batch · OSL ÷ lifetime
+    steady: float  # the same engine in steady state: batch · OSL ÷ lifetime
 
     @property
     def error(self) -> float:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -43,7 +44,7 @@ class RunCheck:
         return self.rounds / self.simulated - 1
 
 
-def simulated_tokens_per_s(step_s, prefill_per_token_s: float, prompt_tokens: int, output_tokens: int,
+def simulated_tokens_per_s(step_s: Callable[[int], float], prefill_per_token_s: float, prompt_tokens: int, output_tokens: int,
                            slots: int, max_num_tokens: int, requests: int) -> float:
     """Output tokens/s of `requests` identical requests run step by step (module docstring); `step_s(n)` is a decode
     step of n sequences."""

@@ -31,7 +31,7 @@ def test_the_report_groups_rows_by_regime_and_tp():
     from bench.offline_residuals import Residual, report
 
     def row(share: float, tp: int, predicted: float) -> Residual:
-        return Residual("x", "m A TP1 bf16 1/1", tp, 8, "kv-memory", 1.0, 0.0, 0.0, share, 100.0, predicted)
+        return Residual("x", "m A TP1 bf16 1/1", tp, 8, "kv-memory", 1.0, 0.0, 0.0, share, 100.0, predicted, predicted)
 
     assert [row(s, 1, 100).regime for s in (0.29, 0.30, 0.60, 0.61)] == ["decode-bound", "mixed", "mixed",
                                                                           "prefill-bound"]
