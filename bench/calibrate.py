@@ -272,17 +272,24 @@ NEURON_GROUPS = {"training": ("NEURON_GEMM_EFFICIENCY", "NEURON_LINK_EFFICIENCY"
                              "NEURON_DECODE_ATTENTION_EFFICIENCY")}
 
 
-def fit(without: str | tuple[str, ...] | None = None, rounds: int = 6, platforms: tuple[str, ...] = ("gpu", "neuron")) -> dict[str, float]:
+def fit(without: str | tuple[str, ...] | None = None, rounds: int = 6, platforms: tuple[str, ...] = ("gpu", "neuron"),
+        groups: tuple[str, ...] | None = None) -> dict[str, float]:
     """Coordinate descent on every source but `without`, from the priors and from the grids' quartiles
     (constants that trade off, such as Neuron bandwidth against per-collective latency, leave
     valleys a single descent stalls in); the lowest objective wins, the earlier start on a tie.
     `platforms` limits the refit (GPU constants are fitted on GPU rows only, so a Neuron source
-    left out leaves them as fitted on all). Returns the fitted values and leaves them set: wrap in `restored()` to keep the committed ones."""
+    left out leaves them as fitted on all), `groups` too (None: every group; the others keep their values).
+    Returns the fitted values and leaves them set: wrap in `restored()` to keep the committed ones."""
+    unknown = set(groups or ()) - set(GPU_GROUPS) - set(NEURON_GROUPS)
+    if unknown:
+        raise ValueError(f"groups: {', '.join(sorted(unknown))} not a group (GPU: {', '.join(GPU_GROUPS)}; "
+                         f"Neuron: {', '.join(NEURON_GROUPS)})")
     catalog = bundled()
-    for platform, table, groups in (("gpu", PARAMETERS, GPU_GROUPS), ("neuron", NEURON_PARAMETERS, NEURON_GROUPS)):
+    for platform, table, platform_groups in (("gpu", PARAMETERS, GPU_GROUPS), ("neuron", NEURON_PARAMETERS, NEURON_GROUPS)):
         if platform not in platforms:
             continue
-        blocks = [({name: table[name] for name in names}, group) for group, names in groups.items()]
+        blocks = [({name: table[name] for name in names}, group) for group, names in platform_groups.items()
+                  if groups is None or group in groups]
         fitted_beside: dict[str, list[float]] = {}  # each group's view of every constant when it was last fitted
         for _ in range(PASSES[platform]):  # the groups in turn until a pass moves nothing
             before = [get() for get, *_ in table.values()]

@@ -76,13 +76,16 @@ def test_the_fit_predicts_only_its_group_and_gets_the_rows_a_full_call_keeps(cat
 
 def test_a_source_left_out_never_informs_the_fit():
     """Only gpt-fast and AccelMark's suite C (W4A16 / W8A16 checkpoints) measure weight-only int8/int4
-    kernels: fitted without both, their factors stay at the prior (1.0, no penalty), and the fit
-    restores the committed constants afterwards."""
+    kernels: fitted without both, their factors (the serving group's) stay at the prior (1.0, no penalty), and the fit
+    restores the committed constants afterwards. The serving group alone: no other group holds them."""
     before = calibrate.PARAMETERS["QUANTISED_BANDWIDTH_FACTOR[int4]"][0]()
+    assert {"QUANTISED_BANDWIDTH_FACTOR[int4]", "QUANTISED_BANDWIDTH_FACTOR[int8]"} <= set(calibrate.GPU_GROUPS["serving"])
     with calibrate.restored():
-        fitted = calibrate.fit(without=("gpt-fast", "accelmark-verified"), platforms=("gpu",))
+        fitted = calibrate.fit(without=("gpt-fast", "accelmark-verified"), platforms=("gpu",), groups=("serving",))
     assert fitted["QUANTISED_BANDWIDTH_FACTOR[int4]"] == 1.0 and fitted["QUANTISED_BANDWIDTH_FACTOR[int8]"] == 1.0
     assert calibrate.PARAMETERS["QUANTISED_BANDWIDTH_FACTOR[int4]"][0]() == before != 1.0
+    with pytest.raises(ValueError, match="groups: servng not a group"):
+        calibrate.fit(groups=("servng",))
 
 
 def test_training_fit_weighs_every_source_the_same():
