@@ -50,6 +50,8 @@ INSTANCE_FOR = {"A100-40GB": "p4d.24xlarge", "A100-80GB": "p4de.24xlarge", "H100
 # (bench/engine_loop.py). A serving source's `client` (its `source` block) says how its harness reached the engine:
 # `http` (an endpoint, as a plan's clients do) or `in-process`, whose GPU rows pay no request cost
 # (bench/reference_serving.in_process).
+# `num_requests: N` marks a trtllm-bench offline run of N identical requests (its source's dataset size): predicted as
+# that run, in rounds of the resident batch (planner/physics/offline_throughput.py), not a steady state.
 NEURON_INSTANCE_FOR = {"Trainium2": "trn2.48xlarge", "Inferentia2": "inf2.48xlarge", "Trainium": "trn1.32xlarge"}
 CHECKPOINTING = {"none": "none", "selective": "selective", "full": "full"}
 ARCH_FIELDS = set(Architecture.model_fields)
