@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import statistics
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.offline_rows import is_trtllm_bench, predict_offline, row_precisions  # noqa: E402
 from bench.reference_serving import INSTANCE_FOR, in_model_tokens, row_accelerator, serving_why_not  # noqa: E402
 from bench.reference_sources import row_architecture, sources  # noqa: E402
-from planner.hardware.catalog import Catalog, bundled  # noqa: E402
+from planner.hardware.catalog import Accelerator, Catalog, InstanceType, bundled  # noqa: E402
+from planner.workload.presets import Architecture  # noqa: E402
 
 DECODE_BOUND_PREFILL_SHARE = 0.30  # below: the lifetime is mostly decode steps
 PREFILL_BOUND_PREFILL_SHARE = 0.60  # above: mostly the batch's prompts
@@ -55,26 +57,31 @@ class Residual:
         return "prefill-bound" if self.prefill_share > PREFILL_BOUND_PREFILL_SHARE else "mixed"
 
 
-def residuals(catalog: Catalog) -> list[Residual]:
-    """Every comparable trtllm-bench row of the reference sources, predicted with the committed constants."""
-    out = []
+def compared_rows(catalog: Catalog) -> Iterator[tuple[dict, Architecture, Accelerator, InstanceType]]:
+    """Every comparable trtllm-bench row of the reference sources (in the model's tokens), with its architecture, its
+    part as its node had it and that node's instance type."""
     for data in sources().values():
         for raw in data["rows"]:
             if "prompt_tokens" not in raw or serving_why_not(raw) is not None or not is_trtllm_bench(raw):
                 continue
             r = in_model_tokens(raw)
-            arch, itype = row_architecture(r), catalog.instance(INSTANCE_FOR[r["accelerator"]])
-            accel = row_accelerator(catalog, itype, r)
-            offline = predict_offline(arch, accel, itype, r)
-            step = offline.step
-            setup = (f"{r.get('model') or 'custom'} {r['accelerator']} TP{r['tp']} {row_precisions(r)[0]} "
-                     f"{r['prompt_tokens']}/{r['output_tokens']}")
-            out.append(Residual(r["id"], setup, r["tp"], offline.batch, offline.binding,
-                                (step.seconds - step.communication_s - step.overhead_s) * 1e3,
-                                step.communication_s * 1e3, step.overhead_s * 1e3,
-                                offline.prefill_s / offline.lifetime_s, float(r["tokens_per_s"]),
-                                offline.output_tokens_per_s,
-                                offline.batch * r["output_tokens"] / offline.lifetime_s))
+            itype = catalog.instance(INSTANCE_FOR[r["accelerator"]])
+            yield r, row_architecture(r), row_accelerator(catalog, itype, r), itype
+
+
+def residuals(catalog: Catalog) -> list[Residual]:
+    """Every comparable trtllm-bench row of the reference sources, predicted with the committed constants."""
+    out = []
+    for r, arch, accel, itype in compared_rows(catalog):
+        offline = predict_offline(arch, accel, itype, r)
+        step = offline.step
+        setup = (f"{r.get('model') or 'custom'} {r['accelerator']} TP{r['tp']} {row_precisions(r)[0]} "
+                 f"{r['prompt_tokens']}/{r['output_tokens']}")
+        out.append(Residual(r["id"], setup, r["tp"], offline.batch, offline.binding,
+                            (step.seconds - step.communication_s - step.overhead_s) * 1e3,
+                            step.communication_s * 1e3, step.overhead_s * 1e3,
+                            offline.prefill_s / offline.lifetime_s, float(r["tokens_per_s"]),
+                            offline.output_tokens_per_s, offline.batch * r["output_tokens"] / offline.lifetime_s))
     return out
 
 

@@ -24,9 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.offline_rows import is_trtllm_bench, predict_offline, row_precisions, tuned_settings  # noqa: E402
-from bench.reference_serving import INSTANCE_FOR, in_model_tokens, row_accelerator, serving_why_not  # noqa: E402
-from bench.reference_sources import row_architecture, sources  # noqa: E402
+from bench.offline_residuals import compared_rows  # noqa: E402
+from bench.offline_rows import predict_offline, row_precisions, tuned_settings  # noqa: E402
 from planner.hardware.catalog import Catalog, bundled  # noqa: E402
 from planner.physics.performance import decode_step, prefill_s  # noqa: E402
 
@@ -68,28 +67,23 @@ def simulated_tokens_per_s(step_s: Callable[[int], float], prefill_per_token_s: 
 def check(catalog: Catalog, part: str | None = None) -> list[RunCheck]:
     """Every comparable trtllm-bench row (of `part`, if given): the rounds' figure and the simulated one."""
     out = []
-    for data in sources().values():
-        for raw in data["rows"]:
-            if ("prompt_tokens" not in raw or serving_why_not(raw) is not None or not is_trtllm_bench(raw)
-                    or (part is not None and raw["accelerator"] != part)):
-                continue
-            r = in_model_tokens(raw)
-            arch, itype = row_architecture(r), catalog.instance(INSTANCE_FOR[r["accelerator"]])
-            accel = row_accelerator(catalog, itype, r)
-            precision, kv = row_precisions(r)
-            tp, isl, osl = r["tp"], r["prompt_tokens"], r["output_tokens"]
-            offline = predict_offline(arch, accel, itype, r)
-            tokens = tuned_settings(arch, accel, precision, kv, tp, isl, osl)[1]
-            context = isl + osl / 2  # the closed form's mean context, so only the schedule differs
+    for r, arch, accel, itype in compared_rows(catalog):
+        if part is not None and r["accelerator"] != part:
+            continue
+        precision, kv = row_precisions(r)
+        tp, isl, osl = r["tp"], r["prompt_tokens"], r["output_tokens"]
+        offline = predict_offline(arch, accel, itype, r)
+        tokens = tuned_settings(arch, accel, precision, kv, tp, isl, osl)[1]
+        context = isl + osl / 2  # the closed form's mean context, so only the schedule differs
 
-            @cache
-            def step_s(n: int) -> float:
-                return decode_step(arch, accel, precision, kv, tp, 1, n, context, itype=itype).seconds if n else 0.0
+        @cache
+        def step_s(n: int) -> float:
+            return decode_step(arch, accel, precision, kv, tp, 1, n, context, itype=itype).seconds if n else 0.0
 
-            per_token = prefill_s(arch, accel, precision, tp, 1, isl, itype, prompts=offline.batch) / (offline.batch * isl)
-            simulated = simulated_tokens_per_s(step_s, per_token, isl, osl, offline.batch, tokens, r["num_requests"])
-            setup = f"{r.get('model')} {r['accelerator']} TP{tp} {precision} {isl}/{osl} N={r['num_requests']} B={offline.batch}"
-            out.append(RunCheck(r["id"], setup, float(r["tokens_per_s"]), offline.output_tokens_per_s, simulated))
+        per_token = prefill_s(arch, accel, precision, tp, 1, isl, itype, prompts=offline.batch) / (offline.batch * isl)
+        simulated = simulated_tokens_per_s(step_s, per_token, isl, osl, offline.batch, tokens, r["num_requests"])
+        setup = f"{r.get('model')} {r['accelerator']} TP{tp} {precision} {isl}/{osl} N={r['num_requests']} B={offline.batch}"
+        out.append(RunCheck(r["id"], setup, float(r["tokens_per_s"]), offline.output_tokens_per_s, simulated))
     return out
 
 

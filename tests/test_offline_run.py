@@ -9,9 +9,9 @@ import statistics
 import pytest
 
 from bench import reference_sources as rs
+from bench.offline_residuals import compared_rows
 from bench.offline_rows import is_trtllm_bench, predict_offline, row_precisions, tuned_settings
 from bench.offline_run_check import check, simulated_tokens_per_s
-from bench.reference_serving import INSTANCE_FOR, in_model_tokens, row_accelerator, serving_why_not
 from planner.hardware.catalog import bundled
 from planner.physics.offline_throughput import offline_throughput, round_lifetime_s
 
@@ -25,10 +25,9 @@ def _bench_rows() -> list[dict]:
     return [r for r in rs.sources()[SOURCE]["rows"] if is_trtllm_bench(r)]
 
 
-def _setup(catalog, row: dict):
-    r = in_model_tokens(row)
-    itype = catalog.instance(INSTANCE_FOR[r["accelerator"]])
-    return r, rs.row_architecture(r), row_accelerator(catalog, itype, r), itype
+def _compared(row_id: str):
+    """(row, architecture, part, instance type) of one compared row (bench/offline_residuals.compared_rows)."""
+    return next(entry for entry in compared_rows(bundled()) if entry[0]["id"] == row_id)
 
 
 def test_every_trtllm_bench_row_states_the_docs_request_count():
@@ -39,9 +38,7 @@ def test_every_trtllm_bench_row_states_the_docs_request_count():
 
 def test_a_run_is_its_full_rounds_then_the_rest():
     """405B NVFP4 on four B200s, 1000/2000: 1,500 requests in 647 slots are two rounds of 647 and one of 206."""
-    catalog = bundled()
-    row, arch, b200, itype = _setup(catalog, next(r for r in _bench_rows()
-                                                  if r["id"] == "trtllm10-b200-llama-3.1-405b-tp4-fp4-1000-2000"))
+    row, arch, b200, itype = _compared("trtllm10-b200-llama-3.1-405b-tp4-fp4-1000-2000")
     e = predict_offline(arch, b200, itype, row)
     assert e.batch == 647 and row["num_requests"] == 1500
     rest = round_lifetime_s(arch, b200, "nvfp4", "fp8", 4, 1000, 2000, 206, itype)[0]
@@ -54,9 +51,7 @@ def test_a_run_is_its_full_rounds_then_the_rest():
 
 
 def test_a_run_that_fills_whole_rounds_is_the_steady_state():
-    catalog = bundled()
-    row, arch, b200, itype = _setup(catalog, next(r for r in _bench_rows()
-                                                  if r["id"] == "trtllm10-b200-llama-3.1-405b-tp4-fp4-1000-2000"))
+    row, arch, b200, itype = _compared("trtllm10-b200-llama-3.1-405b-tp4-fp4-1000-2000")
     precision, kv = row_precisions(row)
     settings = tuned_settings(arch, b200, precision, kv, 4, 1000, 2000)
     args = (arch, b200, precision, kv, 4, 1000, 2000, *settings, 0.95, itype)
@@ -71,11 +66,7 @@ def test_a_run_that_fills_whole_rounds_is_the_steady_state():
 
 def test_no_finite_run_is_faster_than_its_steady_state():
     """A smaller batch amortises a step's weight read over fewer tokens, so the last round never speeds a run up."""
-    catalog = bundled()
-    for raw in _bench_rows():
-        if serving_why_not(raw) is not None:
-            continue
-        row, arch, accel, itype = _setup(catalog, raw)
+    for row, arch, accel, itype in compared_rows(bundled()):
         finite = predict_offline(arch, accel, itype, row)
         assert finite.output_tokens_per_s <= finite.batch * row["output_tokens"] / finite.lifetime_s * (1 + 1e-12)
 
