@@ -8,21 +8,20 @@ import statistics
 
 import pytest
 
-from bench import reference_sources as rs
 from bench.offline_residuals import compared_rows
 from bench.offline_rows import is_trtllm_bench, predict_offline, row_precisions, tuned_settings
 from bench.offline_run_check import check, simulated_tokens_per_s
 from planner.hardware.catalog import bundled
 from planner.physics.offline_throughput import offline_throughput, round_lifetime_s
+from tests.test_offline_throughput import _rows
 
-SOURCE = "trtllm-perf-overview-v017"
 # perf-overview.md, "Preparing a Dataset" (v0.17 @258c7540 and v1.0 @00f37686, which adds 1000/2000): $num_requests
 DATASET_REQUESTS = {(128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (1000, 2000): 1500, (2048, 128): 3000,
                     (2048, 2048): 1500, (5000, 500): 1500, (1000, 1000): 3000, (500, 2000): 3000, (20000, 2000): 1000}
 
 
 def _bench_rows() -> list[dict]:
-    return [r for r in rs.sources()[SOURCE]["rows"] if is_trtllm_bench(r)]
+    return [r for r in _rows() if is_trtllm_bench(r)]
 
 
 def _compared(row_id: str):
